@@ -1,0 +1,22 @@
+// Compile-time configuration: the SIMD architecture and small portability macros.
+#pragma once
+
+#include <xsimd/xsimd.hpp>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define OPFUSE_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define OPFUSE_ALWAYS_INLINE inline
+#endif
+
+namespace opfuse {
+
+// The architecture chosen by the user's compiler flags (-march=native -> avx512f, -mavx2 -mfma -> fma3<avx2>,
+// no flags -> sse2). Kernels take an explicit Arch template parameter so that a program can instantiate a
+// second ISA in its own translation unit for runtime dispatch.
+using default_arch = xsimd::default_arch;
+
+template <class Arch = default_arch>
+using vec = xsimd::batch<float, Arch>;
+
+}  // namespace opfuse

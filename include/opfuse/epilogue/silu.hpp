@@ -1,0 +1,18 @@
+// y = x * sigmoid(x)   (a.k.a. Swish)
+#pragma once
+
+#include "sigmoid.hpp"
+
+namespace opfuse {
+
+struct SiLU {
+    struct params {};
+    explicit SiLU(const params& = {}) {}
+
+    template <class Arch>
+    OPFUSE_ALWAYS_INLINE xsimd::batch<float, Arch> apply(xsimd::batch<float, Arch> x, const Site&) const {
+        return x * detail::sigmoid(x);
+    }
+};
+
+}  // namespace opfuse

@@ -1,0 +1,18 @@
+// What an epilogue sees besides the accumulator vector: where that vector sits in the output.
+// Lane l of the vector holds output channel `channel + l` of pixel (n, oh, ow); only the first `lanes`
+// lanes are real (the rest exist at a channel tail and are never stored).
+#pragma once
+
+#include "../core/tensor.hpp"
+
+namespace opfuse {
+
+struct Site {
+    index_t n = 0;
+    index_t oh = 0;
+    index_t ow = 0;
+    index_t channel = 0;
+    int lanes = 0;
+};
+
+}  // namespace opfuse

@@ -1,0 +1,50 @@
+// The register-tile micro-kernel shared by convolution and Linear: MR output pixels x NV vectors of
+// output channels, held in MR*NV accumulator registers. One reduction step broadcasts one input value per
+// pixel and multiplies it with NV contiguous packed weight vectors:
+//     acc[i][v] += broadcast(px[i][k * cs]) * w[k][v]         for k in [0, len)
+// The caller chains several such segments (one per kernel tap or row of taps) into one tile, then runs
+// the epilogue chain on acc before the single store.
+#pragma once
+
+#include "../core/config.hpp"
+#include "../core/static_for.hpp"
+#include "../core/tensor.hpp"
+
+namespace opfuse::detail {
+
+// Register tile shapes per vector width, chosen so accumulators + NV weight vectors + one broadcast fit
+// the register file: AVX-512 (32 zmm) 12x2 or 24x1; AVX2/SSE (16 regs) 6x2 or 12x1.
+template <class Arch>
+struct tile_shape {
+    static constexpr int simd = int(xsimd::batch<float, Arch>::size);
+    static constexpr bool wide_register_file = simd >= 16;
+    template <int NV>
+    static constexpr int mr = NV == 2 ? (wide_register_file ? 12 : 6) : (wide_register_file ? 24 : 12);
+};
+
+template <class Arch, int MR, int NV>
+using accumulators = xsimd::batch<float, Arch>[MR][NV];
+
+template <class Arch, int MR, int NV>
+OPFUSE_ALWAYS_INLINE void zero(accumulators<Arch, MR, NV>& acc) {
+    static_for<MR>([&](auto i) { static_for<NV>([&](auto v) { acc[i][v] = xsimd::batch<float, Arch>(0.f); }); });
+}
+
+// `UnitStride` is cs == 1 (channel-contiguous input): the broadcast address is then px[i] + k.
+template <class Arch, int MR, int NV, bool UnitStride>
+OPFUSE_ALWAYS_INLINE void accumulate(accumulators<Arch, MR, NV>& acc, const float* const (&px)[MR], index_t cs,
+                                     const float* w, index_t len) {
+    using B = xsimd::batch<float, Arch>;
+    constexpr int S = int(B::size);
+    for (index_t k = 0; k < len; ++k, w += NV * S) {
+        B wv[NV];
+        static_for<NV>([&](auto v) { wv[v] = B::load_aligned(w + v * S); });
+        const index_t off = UnitStride ? k : k * cs;
+        static_for<MR>([&](auto i) {
+            const B a(px[i][off]);
+            static_for<NV>([&](auto v) { acc[i][v] = xsimd::fma(a, wv[v], acc[i][v]); });
+        });
+    }
+}
+
+}  // namespace opfuse::detail

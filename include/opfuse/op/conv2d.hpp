@@ -1,0 +1,151 @@
+// Conv2d, the main op: validates its hyper-parameters, packs the OIHW weights once (folding a per-channel
+// scale and shift when fused<> asks it to) and runs the loop nest that suits the layer:
+//   depthwise (1 input and 1 output channel per group, NHWC) -> conv2d_depthwise.hpp
+//   everything else (dense, grouped, NCHW, ...)              -> conv2d_direct.hpp
+#pragma once
+
+#include <algorithm>
+
+#include "../core/aligned_buffer.hpp"
+#include "../core/config.hpp"
+#include "../kernel/gemm_tile.hpp"
+#include "conv2d_depthwise.hpp"
+#include "conv2d_direct.hpp"
+#include "conv2d_geometry.hpp"
+
+namespace opfuse {
+
+template <class Arch = default_arch>
+class basic_conv2d {
+public:
+    static constexpr bool is_main_op = true;
+    // A BiasAdd and/or BatchNorm right after the conv may be folded into its weights (fused<> decides).
+    static constexpr bool can_fold = true;
+    using params = conv2d_params;
+    using arch = Arch;
+    using input_view = TensorView<const float, 4>;
+    using output_view = TensorView<float, 4>;
+
+    // The rank-4 (N, C, H, W) view of an output-shaped tensor (the output, or one read by Add/Mul).
+    template <class T>
+    static TensorView<T, 4> as_tensor4(const TensorView<T, 4>& v) {
+        return v;
+    }
+
+    // `scale` and `shift` (one value per output channel, or empty) fold y = conv(x) * scale + shift
+    // into the packed weights and the bias.
+    explicit basic_conv2d(const params& p, span<const float> scale = {}, span<const float> shift = {}) : p_(p) {
+        detail::validate(p);
+        p_.weights = {};  // the caller's buffer may go away after construction
+        const index_t K = p.out_channels;
+        detail::require(scale.empty() || static_cast<index_t>(scale.size()) == K, "Conv2d: fold scale has ",
+                        scale.size(), " values for out_channels=", K);
+        auto scale_of = [&](index_t o) { return scale.empty() ? 1.f : scale[static_cast<std::size_t>(o)]; };
+        bias_ = shift.empty() ? aligned_buffer(static_cast<std::size_t>(K + 64))
+                              : padded_copy(shift.data(), shift.size());
+        const index_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
+        depthwise_ = cin_g == 1 && cout_g == 1;
+        nv_ = cout_g > S ? 2 : 1;
+        const index_t nr = nv_ * S;
+        const index_t taps = p.kernel.h * p.kernel.w;
+        const float* w = p.weights.data();
+        zeros_ = aligned_buffer(static_cast<std::size_t>(std::max<index_t>(S, p.kernel.w * cin_g) + S));
+
+        if (depthwise_) {
+            // [channel vector][kh][kw][S]
+            const index_t vectors = (K + S - 1) / S;
+            weights_ = aligned_buffer(static_cast<std::size_t>(vectors * taps * S));
+            // and, for channel-strided tensors, the direct kernel's layout: one group per channel, lane 0.
+            direct_depthwise_ = aligned_buffer(static_cast<std::size_t>(K * taps * S));
+            for (index_t c = 0; c < K; ++c)
+                for (index_t t = 0; t < taps; ++t) {
+                    const float v = w[c * taps + t] * scale_of(c);
+                    weights_[static_cast<std::size_t>(((c / S) * taps + t) * S + c % S)] = v;
+                    direct_depthwise_[static_cast<std::size_t>((c * taps + t) * S)] = v;
+                }
+            return;
+        }
+        // [group][block][kh][kw][cin_g][NR]
+        blocks_ = (cout_g + nr - 1) / nr;
+        weights_ = aligned_buffer(static_cast<std::size_t>(p.groups * blocks_ * taps * cin_g * nr));
+        for (index_t g = 0; g < p.groups; ++g)
+            for (index_t oc = 0; oc < cout_g; ++oc) {
+                const index_t o = g * cout_g + oc, blk = oc / nr, lane = oc % nr;
+                for (index_t ic = 0; ic < cin_g; ++ic)
+                    for (index_t t = 0; t < taps; ++t) {
+                        const index_t dst = (((g * blocks_ + blk) * taps + t) * cin_g + ic) * nr + lane;
+                        weights_[static_cast<std::size_t>(dst)] = w[(o * cin_g + ic) * taps + t] * scale_of(o);
+                    }
+            }
+    }
+
+    const params& hyper_parameters() const { return p_; }
+    index_t out_channels() const { return p_.out_channels; }
+    bool is_depthwise() const { return depthwise_; }
+
+    std::array<index_t, 4> output_shape(const TensorView<const float, 4>& in) const {
+        return conv2d_output_shape(p_, in.n(), in.h(), in.w());
+    }
+
+    // Throws std::invalid_argument naming the shapes if `in`/`out` do not fit this layer.
+    void check(const TensorView<const float, 4>& in, const TensorView<float, 4>& out) const {
+        detail::validate_call(p_, in, out);
+    }
+
+    // out = chain(conv(in) + bias). The caller has checked the tensors (check()) and the chain's operands.
+    template <class Chain, class Exec>
+    void run(const TensorView<const float, 4>& in, const TensorView<float, 4>& out, const Chain& chain,
+             Exec& exec) const {
+        const Padding& q = p_.padding;
+        if (depthwise_ && in.stride(1) == 1 && out.stride(1) == 1) {
+            const detail::depthwise_plan plan{p_.out_channels, p_.kernel.h, p_.kernel.w, p_.stride.h, p_.stride.w,
+                                              q.top,           q.left,      p_.dilation.h, p_.dilation.w,
+                                              weights_.data(), bias_.data(), zeros_.data()};
+            detail::depthwise_conv<Arch>(plan, in, out, chain, exec);
+            return;
+        }
+        if (depthwise_) {
+            run_direct<1>(in, out, chain, exec, direct_depthwise_.data());
+            return;
+        }
+        if (nv_ == 2)
+            run_direct<2>(in, out, chain, exec, weights_.data());
+        else
+            run_direct<1>(in, out, chain, exec, weights_.data());
+    }
+
+private:
+    static constexpr index_t S = index_t(xsimd::batch<float, Arch>::size);
+
+    template <int NV, class Chain, class Exec>
+    void run_direct(const TensorView<const float, 4>& in, const TensorView<float, 4>& out, const Chain& chain,
+                    Exec& exec, const float* packed) const {
+        const Padding& q = p_.padding;
+        const detail::direct_plan plan{p_.groups,
+                                       p_.in_channels / p_.groups,
+                                       p_.out_channels / p_.groups,
+                                       p_.kernel.h,
+                                       p_.kernel.w,
+                                       p_.stride.h,
+                                       p_.stride.w,
+                                       q.top,
+                                       q.left,
+                                       p_.dilation.h,
+                                       p_.dilation.w,
+                                       blocks_ ? blocks_ : 1,
+                                       packed,
+                                       bias_.data(),
+                                       zeros_.data()};
+        detail::direct_conv<Arch, NV>(plan, in, out, chain, exec);
+    }
+
+    params p_;
+    aligned_buffer weights_, bias_, zeros_, direct_depthwise_;
+    index_t blocks_ = 0;
+    int nv_ = 1;
+    bool depthwise_ = false;
+};
+
+using Conv2d = basic_conv2d<>;
+
+}  // namespace opfuse

@@ -1,0 +1,90 @@
+// Depthwise convolution (groups = in = out channels), NHWC: vectorized over channels, a register tile of
+// MR output pixels along one output row. It is bound by loads and memory, not FMAs: each tap is one weight
+// vector and MR input vectors. Interior tiles run without checks; tiles touching the padding read a zero
+// vector for the taps outside the image.
+#pragma once
+
+#include <algorithm>
+
+#include "../core/static_for.hpp"
+#include "../kernel/vector_io.hpp"
+#include "../epilogue/site.hpp"
+
+namespace opfuse::detail {
+
+struct depthwise_plan {
+    index_t channels;
+    index_t kh, kw, sh, sw, pt, pl, dh, dw;
+    const float* weights;  // packed [channel vector][kh][kw][S], zero-padded past `channels`
+    const float* bias;     // per channel, zero-padded
+    const float* zeros;    // >= S zeros
+};
+
+// `Inside`: no tap of the tile reaches the padding. `Full`: all S channels are real (else the channel
+// tail is loaded lane by lane, so the last pixel of the tensor is never over-read).
+template <class Arch, int MR, bool Inside, bool Full, class Chain>
+OPFUSE_ALWAYS_INLINE void depthwise_tile(const depthwise_plan& P, const TensorView<const float, 4>& in,
+                                         const TensorView<float, 4>& out, const Chain& chain, index_t n,
+                                         index_t y, index_t x0, int valid, index_t cv) {
+    using B = xsimd::batch<float, Arch>;
+    constexpr int S = int(B::size);
+    const index_t H = in.h(), W = in.w(), sH = in.stride(2), sW = in.stride(3);
+    const index_t c0 = cv * S;
+    const float* img = in.data() + n * in.stride(0) + c0;
+    const float* wbase = P.weights + cv * P.kh * P.kw * S;
+    const int lanes = int(std::min<index_t>(S, P.channels - c0));
+    B acc[MR];
+    static_for<MR>([&](auto i) { acc[i] = B(0.f); });
+    for (index_t kh = 0; kh < P.kh; ++kh) {
+        const index_t ih = y * P.sh - P.pt + kh * P.dh;
+        if (ih < 0 || ih >= H) continue;
+        const float* row = img + ih * sH;
+        for (index_t kw = 0; kw < P.kw; ++kw) {
+            const B w = B::load_aligned(wbase + (kh * P.kw + kw) * S);
+            static_for<MR>([&](auto i) {
+                const index_t iw = (x0 + i) * P.sw - P.pl + kw * P.dw;
+                const float* p = row + iw * sW;
+                if constexpr (!Inside) p = (iw >= 0 && iw < W) ? p : P.zeros;
+                const B a = Full ? B::load_unaligned(p) : load_channels<Arch>(p, 1, lanes);
+                acc[i] = xsimd::fma(a, w, acc[i]);
+            });
+        }
+    }
+    const B bias = B::load_unaligned(P.bias + c0);
+    static_for<MR>([&](auto i) {
+        if (int(i) >= valid) return;
+        const Site s{n, y, x0 + i, c0, lanes};
+        const B r = chain(acc[i] + bias, s);
+        store_channels<Arch>(out.data() + out.offset(n, c0, y, x0 + i), 1, lanes, r);
+    });
+}
+
+template <class Arch, class Chain, class Exec>
+void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
+                    const Chain& chain, Exec& exec) {
+    using B = xsimd::batch<float, Arch>;
+    constexpr int S = int(B::size);
+    constexpr int MR = S >= 16 ? 8 : 4;
+    const index_t N = out.n(), OH = out.h(), OW = out.w(), W = in.w();
+    const index_t vectors = (P.channels + S - 1) / S, full_vectors = P.channels / S;
+    const index_t first_inside = std::min(OW, (P.pl + P.sw - 1) / P.sw);
+    const index_t last_reach = W - 1 - (P.kw - 1) * P.dw + P.pl;
+    const index_t end_inside = std::clamp<index_t>(last_reach < 0 ? 0 : last_reach / P.sw + 1, first_inside, OW);
+    exec.parallel_for(N * OH, [&](index_t t) {
+        const index_t n = t / OH, y = t % OH;
+        for (index_t x = 0; x < OW; x += MR) {
+            const int valid = int(std::min<index_t>(MR, OW - x));
+            const bool inside = x >= first_inside && x + MR <= end_inside;
+            for (index_t cv = 0; cv < full_vectors; ++cv) {
+                if (inside)
+                    depthwise_tile<Arch, MR, true, true>(P, in, out, chain, n, y, x, valid, cv);
+                else
+                    depthwise_tile<Arch, MR, false, true>(P, in, out, chain, n, y, x, valid, cv);
+            }
+            if (full_vectors < vectors)
+                depthwise_tile<Arch, MR, false, false>(P, in, out, chain, n, y, x, valid, full_vectors);
+        }
+    });
+}
+
+}  // namespace opfuse::detail

@@ -1,0 +1,157 @@
+// Direct convolution as a batch-reduce GEMM over register tiles (design.md §3): a tile is MR output
+// pixels x NV*S output channels of one group; its reduction runs over (kh, kw, input channel) with one
+// micro-kernel segment per tap, or per row of taps when the kw taps of every pixel are contiguous in
+// memory (NHWC, dilation 1, no horizontal padding: the segment is then KW*Cin long). Taps in the padding
+// read a shared zero row, so there is no im2col buffer and no branch in the reduction.
+#pragma once
+
+#include <algorithm>
+
+#include "../kernel/gemm_tile.hpp"
+#include "../kernel/vector_io.hpp"
+#include "../epilogue/site.hpp"
+
+namespace opfuse::detail {
+
+// Everything the loop nest needs that is fixed at construction.
+struct direct_plan {
+    index_t groups, cin_g, cout_g;  // per group
+    index_t kh, kw, sh, sw, pt, pl, dh, dw;
+    index_t blocks;                 // output-channel blocks of NR per group
+    const float* weights;           // packed [group][block][kh][kw][cin_g][NR], zero-padded past cout_g
+    const float* bias;              // per output channel, zero-padded (zeros when nothing was folded)
+    const float* zeros;             // >= kw * cin_g zeros
+};
+
+// Computes one tile: pixels (oh[i], ow[i]) of image n, channel block b of group g. Pixels at i >= valid
+// repeat pixel 0 (valid memory, computed, never stored). With a channel-strided input every tap must be
+// inside the image for all pixels of the tile or for none (the row-tile scheme below guarantees it).
+template <class Arch, int MR, int NV, class Chain>
+void direct_tile(const direct_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
+                 const Chain& chain, index_t n, index_t g, index_t b, const index_t (&oh)[MR],
+                 const index_t (&ow)[MR], int valid) {
+    using B = xsimd::batch<float, Arch>;
+    constexpr int S = int(B::size);
+    constexpr int NR = NV * S;
+    const index_t H = in.h(), W = in.w();
+    const index_t sC = in.stride(1), sH = in.stride(2), sW = in.stride(3);
+    const float* img = in.data() + n * in.stride(0) + g * P.cin_g * sC;
+    const float* wblock = P.weights + (g * P.blocks + b) * P.kh * P.kw * P.cin_g * NR;
+
+    index_t ih0[MR], iw0[MR];
+    bool columns_inside = true;  // every pixel's kw taps lie inside the image horizontally
+    for (int i = 0; i < MR; ++i) {
+        ih0[i] = oh[i] * P.sh - P.pt;
+        iw0[i] = ow[i] * P.sw - P.pl;
+        columns_inside &= iw0[i] >= 0 && iw0[i] + (P.kw - 1) * P.dw < W;
+    }
+    const bool merge_row = columns_inside && sC == 1 && sW == P.cin_g && P.dw == 1;
+
+    accumulators<Arch, MR, NV> acc;
+    zero<Arch, MR, NV>(acc);
+    const float* px[MR];
+    for (index_t kh = 0; kh < P.kh; ++kh) {
+        if (merge_row) {
+            bool any = false;
+            for (int i = 0; i < MR; ++i) {
+                const index_t ih = ih0[i] + kh * P.dh;
+                const bool ok = ih >= 0 && ih < H;
+                px[i] = ok ? img + ih * sH + iw0[i] * sW : P.zeros;
+                any |= ok;
+            }
+            if (any)
+                accumulate<Arch, MR, NV, true>(acc, px, 1, wblock + kh * P.kw * P.cin_g * NR, P.kw * P.cin_g);
+            continue;
+        }
+        for (index_t kw = 0; kw < P.kw; ++kw) {
+            bool any = false;
+            for (int i = 0; i < MR; ++i) {
+                const index_t ih = ih0[i] + kh * P.dh, iw = iw0[i] + kw * P.dw;
+                const bool ok = ih >= 0 && ih < H && iw >= 0 && iw < W;
+                px[i] = ok ? img + ih * sH + iw * sW : P.zeros;
+                any |= ok;
+            }
+            if (!any) continue;
+            const float* wtap = wblock + (kh * P.kw + kw) * P.cin_g * NR;
+            if (sC == 1)
+                accumulate<Arch, MR, NV, true>(acc, px, 1, wtap, P.cin_g);
+            else
+                accumulate<Arch, MR, NV, false>(acc, px, sC, wtap, P.cin_g);
+        }
+    }
+
+    // Epilogue on the registers of the whole tile, then the one store.
+    const index_t ch0 = g * P.cout_g + b * NR;
+    int lanes[NV];
+    for (int v = 0; v < NV; ++v) lanes[v] = int(std::clamp<index_t>(P.cout_g - (b * NR + v * S), 0, S));
+    static_for<MR>([&](auto i) {
+        static_for<NV>([&](auto v) {
+            if (lanes[v] <= 0) return;
+            const Site s{n, oh[i], ow[i], ch0 + v * S, lanes[v]};
+            acc[i][v] = chain(acc[i][v] + B::load_unaligned(P.bias + ch0 + v * S), s);
+        });
+    });
+    for (int i = 0; i < valid; ++i) {
+        float* dst = out.data() + out.offset(n, ch0, oh[i], ow[i]);
+        static_for<NV>([&](auto v) {
+            if (lanes[v] > 0) store_channels<Arch>(dst + v * S * out.stride(1), out.stride(1), lanes[v], acc[i][v]);
+        });
+    }
+}
+
+template <class Arch, int NV, class Chain, class Exec>
+void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
+                 const Chain& chain, Exec& exec) {
+    constexpr int MR = tile_shape<Arch>::template mr<NV>;
+    const index_t N = out.n(), OH = out.h(), OW = out.w();
+
+    if (in.stride(1) == 1) {
+        // Channel-contiguous input: tiles run along the flattened output pixels (crossing rows), so small
+        // images (7x7, 14x14) still fill whole tiles. A task is a chunk of tiles for one channel block.
+        constexpr index_t tiles_per_task = 8;
+        const index_t pixels = OH * OW, chunk = MR * tiles_per_task;
+        const index_t chunks = (pixels + chunk - 1) / chunk;
+        exec.parallel_for(N * P.groups * chunks * P.blocks, [&](index_t t) {
+            const index_t b = t % P.blocks, c = (t / P.blocks) % chunks;
+            const index_t g = (t / P.blocks / chunks) % P.groups, n = t / P.blocks / chunks / P.groups;
+            const index_t end = std::min(pixels, (c + 1) * chunk);
+            index_t y = c * chunk / OW, x = c * chunk % OW;
+            for (index_t p = c * chunk; p < end; p += MR) {
+                index_t oh[MR], ow[MR];
+                const int valid = int(std::min<index_t>(MR, end - p));
+                for (int i = 0; i < MR; ++i) {
+                    oh[i] = i < valid ? y : oh[0];
+                    ow[i] = i < valid ? x : ow[0];
+                    if (i < valid && ++x == OW) x = 0, ++y;
+                }
+                direct_tile<Arch, MR, NV>(P, in, out, chain, n, g, b, oh, ow, valid);
+            }
+        });
+        return;
+    }
+
+    // Channel-strided input (NCHW): tiles stay inside one output row and border pixels (whose taps reach
+    // into the horizontal padding) are computed one at a time, so every tap of a tile is all-in or all-out.
+    const index_t W = in.w();
+    const index_t first_inside = std::min(OW, (P.pl + P.sw - 1) / P.sw);
+    const index_t last_reach = W - 1 - (P.kw - 1) * P.dw + P.pl;  // ow*sw must not exceed this
+    const index_t end_inside = std::clamp<index_t>(last_reach < 0 ? 0 : last_reach / P.sw + 1, first_inside, OW);
+    exec.parallel_for(N * P.groups * OH * P.blocks, [&](index_t t) {
+        const index_t b = t % P.blocks, y = (t / P.blocks) % OH;
+        const index_t g = (t / P.blocks / OH) % P.groups, n = t / P.blocks / OH / P.groups;
+        auto single = [&](index_t x) {
+            const index_t oh[1] = {y}, ow[1] = {x};
+            direct_tile<Arch, 1, NV>(P, in, out, chain, n, g, b, oh, ow, 1);
+        };
+        for (index_t x = 0; x < first_inside; ++x) single(x);
+        for (index_t x = first_inside; x < end_inside; x += MR) {
+            index_t oh[MR], ow[MR];
+            const int valid = int(std::min<index_t>(MR, end_inside - x));
+            for (int i = 0; i < MR; ++i) oh[i] = y, ow[i] = x + (i < valid ? i : 0);
+            direct_tile<Arch, MR, NV>(P, in, out, chain, n, g, b, oh, ow, valid);
+        }
+        for (index_t x = end_inside; x < OW; ++x) single(x);
+    });
+}
+
+}  // namespace opfuse::detail

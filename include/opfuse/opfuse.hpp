@@ -1,0 +1,31 @@
+// opfuse: fused CPU inference kernels. One include for everything:
+//   opfuse::fused<Conv2d, BiasAdd, BatchNorm, Relu>  -- one SIMD loop nest, epilogues on the registers
+//   opfuse::unfused<...>                             -- the same layer op by op (for comparison)
+#pragma once
+
+#include "core/aligned_buffer.hpp"
+#include "core/config.hpp"
+#include "core/span.hpp"
+#include "core/tensor.hpp"
+#include "epilogue/add.hpp"
+#include "epilogue/batch_norm.hpp"
+#include "epilogue/bias_add.hpp"
+#include "epilogue/clamp.hpp"
+#include "epilogue/elu.hpp"
+#include "epilogue/gelu.hpp"
+#include "epilogue/hard_sigmoid.hpp"
+#include "epilogue/hard_swish.hpp"
+#include "epilogue/leaky_relu.hpp"
+#include "epilogue/mish.hpp"
+#include "epilogue/mul.hpp"
+#include "epilogue/prelu.hpp"
+#include "epilogue/relu.hpp"
+#include "epilogue/scale.hpp"
+#include "epilogue/sigmoid.hpp"
+#include "epilogue/silu.hpp"
+#include "epilogue/tanh.hpp"
+#include "fused.hpp"
+#include "op/conv2d.hpp"
+#include "parallel/executor.hpp"
+#include "parallel/thread_pool.hpp"
+#include "unfused.hpp"
