@@ -19,7 +19,7 @@ struct tile_shape {
     static constexpr int simd = int(xsimd::batch<float, Arch>::size);
     static constexpr bool wide_register_file = simd >= 16;
     template <int NV>
-    static constexpr int mr = NV == 2 ? (wide_register_file ? 12 : 6) : (wide_register_file ? 24 : 12);
+    static constexpr int mr = NV == 4 ? (wide_register_file ? 6 : 3) : NV == 2 ? (wide_register_file ? 12 : 6) : (wide_register_file ? 12 : 8);
 };
 
 template <class Arch, int MR, int NV>

@@ -45,7 +45,7 @@ public:
                               : padded_copy(shift.data(), shift.size());
         const index_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
         depthwise_ = cin_g == 1 && cout_g == 1;
-        nv_ = cout_g > S ? 2 : 1;
+        nv_ = cout_g >= 4 * S ? 4 : cout_g > S ? 2 : 1;
         const index_t nr = nv_ * S;
         const index_t taps = p.kernel.h * p.kernel.w;
         const float* w = p.weights.data();
@@ -108,7 +108,9 @@ public:
             run_direct<1>(in, out, chain, exec, direct_depthwise_.data());
             return;
         }
-        if (nv_ == 2)
+        if (nv_ == 4)
+            run_direct<4>(in, out, chain, exec, weights_.data());
+        else if (nv_ == 2)
             run_direct<2>(in, out, chain, exec, weights_.data());
         else
             run_direct<1>(in, out, chain, exec, weights_.data());

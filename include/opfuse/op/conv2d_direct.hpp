@@ -91,12 +91,14 @@ void direct_tile(const direct_plan& P, const TensorView<const float, 4>& in, con
             acc[i][v] = chain(acc[i][v] + B::load_unaligned(P.bias + ch0 + v * S), s);
         });
     });
-    for (int i = 0; i < valid; ++i) {
+    // Constant indices only (static_for), or the accumulators would be forced out of registers.
+    static_for<MR>([&](auto i) {
+        if (i >= valid) return;
         float* dst = out.data() + out.offset(n, ch0, oh[i], ow[i]);
         static_for<NV>([&](auto v) {
             if (lanes[v] > 0) store_channels<Arch>(dst + v * S * out.stride(1), out.stride(1), lanes[v], acc[i][v]);
         });
-    }
+    });
 }
 
 template <class Arch, int NV, class Chain, class Exec>
