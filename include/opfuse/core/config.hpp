@@ -5,8 +5,12 @@
 
 #if defined(__GNUC__) || defined(__clang__)
 #define OPFUSE_ALWAYS_INLINE inline __attribute__((always_inline))
+// A register-tile function: compiled on its own with everything it calls inlined (the static_for lambdas,
+// the epilogue chain), so that its accumulator array is never forced to memory.
+#define OPFUSE_TILE_FUNCTION __attribute__((noinline, flatten))
 #else
 #define OPFUSE_ALWAYS_INLINE inline
+#define OPFUSE_TILE_FUNCTION
 #endif
 
 namespace opfuse {

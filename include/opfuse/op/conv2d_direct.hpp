@@ -23,11 +23,43 @@ struct direct_plan {
     const float* zeros;             // >= kw * cin_g zeros
 };
 
+// Runs bias + epilogue chain on every accumulator of the tile (registers only, no store in between, so
+// per-channel operands are loaded once per tile), then stores the `valid` pixels. `Dense` means all
+// channels of the block are real and the output is channel-contiguous: plain full-width stores.
+template <class Arch, int MR, int NV, bool Dense, class Chain>
+OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const float* bias, const Chain& chain,
+                                      float* dst, const TensorView<float, 4>& out, index_t n, index_t ch0,
+                                      const index_t (&oh)[MR], const index_t (&ow)[MR], int valid,
+                                      index_t channels) {
+    using B = xsimd::batch<float, Arch>;
+    constexpr int S = int(B::size);
+    int lanes[NV];
+    for (int v = 0; v < NV; ++v) lanes[v] = Dense ? S : int(std::clamp<index_t>(channels - v * S, 0, S));
+    static_for<NV>([&](auto v) {
+        if (!Dense && lanes[v] <= 0) return;
+        const B b = B::load_unaligned(bias + v * S);
+        static_for<MR>([&](auto i) { acc[i][v] = chain(acc[i][v] + b, Site{n, oh[i], ow[i], ch0 + v * S, lanes[v]}); });
+    });
+    // Constant indices only (static_for), or the accumulators would be forced out of registers.
+    const index_t cs = out.stride(1);
+    static_for<MR>([&](auto i) {
+        if (i >= valid) return;
+        float* p = dst + oh[i] * out.stride(2) + ow[i] * out.stride(3);
+        static_for<NV>([&](auto v) {
+            if constexpr (Dense)
+                acc[i][v].store_unaligned(p + v * S);
+            else if (lanes[v] > 0)
+                store_channels<Arch>(p + v * S * cs, cs, lanes[v], acc[i][v]);
+        });
+    });
+}
+
 // Computes one tile: pixels (oh[i], ow[i]) of image n, channel block b of group g. Pixels at i >= valid
 // repeat pixel 0 (valid memory, computed, never stored). With a channel-strided input every tap must be
 // inside the image for all pixels of the tile or for none (the row-tile scheme below guarantees it).
-template <class Arch, int MR, int NV, class Chain>
-void direct_tile(const direct_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
+// `Dense`: see finish_tile.
+template <class Arch, int MR, int NV, bool Dense, class Chain>
+OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
                  const Chain& chain, index_t n, index_t g, index_t b, const index_t (&oh)[MR],
                  const index_t (&ow)[MR], int valid) {
     using B = xsimd::batch<float, Arch>;
@@ -80,32 +112,40 @@ void direct_tile(const direct_plan& P, const TensorView<const float, 4>& in, con
         }
     }
 
-    // Epilogue on the registers of the whole tile, then the one store.
     const index_t ch0 = g * P.cout_g + b * NR;
-    int lanes[NV];
-    for (int v = 0; v < NV; ++v) lanes[v] = int(std::clamp<index_t>(P.cout_g - (b * NR + v * S), 0, S));
-    static_for<MR>([&](auto i) {
-        static_for<NV>([&](auto v) {
-            if (lanes[v] <= 0) return;
-            const Site s{n, oh[i], ow[i], ch0 + v * S, lanes[v]};
-            acc[i][v] = chain(acc[i][v] + B::load_unaligned(P.bias + ch0 + v * S), s);
-        });
-    });
-    // Constant indices only (static_for), or the accumulators would be forced out of registers.
-    static_for<MR>([&](auto i) {
-        if (i >= valid) return;
-        float* dst = out.data() + out.offset(n, ch0, oh[i], ow[i]);
-        static_for<NV>([&](auto v) {
-            if (lanes[v] > 0) store_channels<Arch>(dst + v * S * out.stride(1), out.stride(1), lanes[v], acc[i][v]);
-        });
-    });
+    finish_tile<Arch, MR, NV, Dense>(acc, P.bias + ch0, chain, out.data() + out.offset(n, ch0, 0, 0), out, n, ch0,
+                                     oh, ow, valid, P.cout_g - b * NR);
 }
+
+// Calls direct_tile for one tile, with the store path chosen once per channel block.
+template <class Arch, int NV, class Chain>
+struct tile_runner {
+    const direct_plan& P;
+    const TensorView<const float, 4>& in;
+    const TensorView<float, 4>& out;
+    const Chain& chain;
+    index_t n, g, b;
+    bool dense;
+
+    template <int M>
+    OPFUSE_ALWAYS_INLINE void operator()(const index_t (&oh)[M], const index_t (&ow)[M], int valid) const {
+        if (dense)
+            direct_tile<Arch, M, NV, true>(P, in, out, chain, n, g, b, oh, ow, valid);
+        else
+            direct_tile<Arch, M, NV, false>(P, in, out, chain, n, g, b, oh, ow, valid);
+    }
+};
 
 template <class Arch, int NV, class Chain, class Exec>
 void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
                  const Chain& chain, Exec& exec) {
     constexpr int MR = tile_shape<Arch>::template mr<NV>;
+    constexpr index_t NR = NV * index_t(xsimd::batch<float, Arch>::size);
     const index_t N = out.n(), OH = out.h(), OW = out.w();
+    auto runner = [&](index_t n, index_t g, index_t b) {
+        const bool dense = (b + 1) * NR <= P.cout_g && out.stride(1) == 1;
+        return tile_runner<Arch, NV, Chain>{P, in, out, chain, n, g, b, dense};
+    };
 
     if (in.stride(1) == 1) {
         // Channel-contiguous input: tiles run along the flattened output pixels (crossing rows), so small
@@ -116,6 +156,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         exec.parallel_for(N * P.groups * chunks * P.blocks, [&](index_t t) {
             const index_t b = t % P.blocks, c = (t / P.blocks) % chunks;
             const index_t g = (t / P.blocks / chunks) % P.groups, n = t / P.blocks / chunks / P.groups;
+            const auto tile = runner(n, g, b);
             const index_t end = std::min(pixels, (c + 1) * chunk);
             index_t y = c * chunk / OW, x = c * chunk % OW;
             for (index_t p = c * chunk; p < end; p += MR) {
@@ -126,7 +167,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
                     ow[i] = i < valid ? x : ow[0];
                     if (i < valid && ++x == OW) x = 0, ++y;
                 }
-                direct_tile<Arch, MR, NV>(P, in, out, chain, n, g, b, oh, ow, valid);
+                tile(oh, ow, valid);
             }
         });
         return;
@@ -141,16 +182,17 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     exec.parallel_for(N * P.groups * OH * P.blocks, [&](index_t t) {
         const index_t b = t % P.blocks, y = (t / P.blocks) % OH;
         const index_t g = (t / P.blocks / OH) % P.groups, n = t / P.blocks / OH / P.groups;
+        const auto tile = runner(n, g, b);
         auto single = [&](index_t x) {
             const index_t oh[1] = {y}, ow[1] = {x};
-            direct_tile<Arch, 1, NV>(P, in, out, chain, n, g, b, oh, ow, 1);
+            tile(oh, ow, 1);
         };
         for (index_t x = 0; x < first_inside; ++x) single(x);
         for (index_t x = first_inside; x < end_inside; x += MR) {
             index_t oh[MR], ow[MR];
             const int valid = int(std::min<index_t>(MR, end_inside - x));
             for (int i = 0; i < MR; ++i) oh[i] = y, ow[i] = x + (i < valid ? i : 0);
-            direct_tile<Arch, MR, NV>(P, in, out, chain, n, g, b, oh, ow, valid);
+            tile(oh, ow, valid);
         }
         for (index_t x = end_inside; x < OW; ++x) single(x);
     });
