@@ -137,7 +137,10 @@ private:
                                        blocks_ ? blocks_ : 1,
                                        packed,
                                        bias_.data(),
-                                       zeros_.data()};
+                                       zeros_.data(),
+                                       out.stride(1) == 1 && detail::can_stream<Arch>(out.data(), out.stride(3),
+                                                                                      out.stride(2), out.stride(0),
+                                                                                      out.size() * sizeof(float))};
         detail::direct_conv<Arch, NV>(plan, in, out, chain, exec);
     }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "../kernel/gemm_tile.hpp"
+#include "../kernel/stream_store.hpp"
 #include "../kernel/vector_io.hpp"
 #include "../epilogue/site.hpp"
 
@@ -21,6 +22,7 @@ struct direct_plan {
     const float* weights;           // packed [group][block][kh][kw][cin_g][NR], zero-padded past cout_g
     const float* bias;              // per output channel, zero-padded (zeros when nothing was folded)
     const float* zeros;             // >= kw * cin_g zeros
+    bool stream;                    // write the output with streaming stores (see stream_store.hpp)
 };
 
 // Runs bias + epilogue chain on every accumulator of the tile (registers only, no store in between, so
@@ -30,7 +32,7 @@ template <class Arch, int MR, int NV, bool Dense, class Chain>
 OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const float* bias, const Chain& chain,
                                       float* dst, const TensorView<float, 4>& out, index_t n, index_t ch0,
                                       const index_t (&oh)[MR], const index_t (&ow)[MR], int valid,
-                                      index_t channels) {
+                                      index_t channels, bool stream) {
     using B = xsimd::batch<float, Arch>;
     constexpr int S = int(B::size);
     int lanes[NV];
@@ -46,8 +48,12 @@ OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const flo
         if (i >= valid) return;
         float* p = dst + oh[i] * out.stride(2) + ow[i] * out.stride(3);
         static_for<NV>([&](auto v) {
-            if constexpr (Dense)
-                acc[i][v].store_unaligned(p + v * S);
+            if constexpr (Dense) {
+                if (stream)
+                    stream_store<Arch>(p + v * S, acc[i][v]);
+                else
+                    acc[i][v].store_unaligned(p + v * S);
+            }
             else if (lanes[v] > 0)
                 store_channels<Arch>(p + v * S * cs, cs, lanes[v], acc[i][v]);
         });
@@ -114,7 +120,7 @@ OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<con
 
     const index_t ch0 = g * P.cout_g + b * NR;
     finish_tile<Arch, MR, NV, Dense>(acc, P.bias + ch0, chain, out.data() + out.offset(n, ch0, 0, 0), out, n, ch0,
-                                     oh, ow, valid, P.cout_g - b * NR);
+                                     oh, ow, valid, P.cout_g - b * NR, P.stream);
 }
 
 // Calls direct_tile for one tile, with the store path chosen once per channel block.
@@ -169,6 +175,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
                 }
                 tile(oh, ow, valid);
             }
+            if (P.stream) stream_fence();
         });
         return;
     }
@@ -195,6 +202,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
             tile(oh, ow, valid);
         }
         for (index_t x = end_inside; x < OW; ++x) single(x);
+        if (P.stream) stream_fence();
     });
 }
 
