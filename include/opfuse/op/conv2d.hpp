@@ -45,6 +45,8 @@ public:
                               : padded_copy(shift.data(), shift.size());
         const index_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
         depthwise_ = cin_g == 1 && cout_g == 1;
+        // The widest register tile that the group's output channels fill (measured: 6x4 beats 12x2 even
+        // when its weight panel overflows L2, e.g. 512->512 @7x7).
         nv_ = cout_g >= 4 * S ? 4 : cout_g > S ? 2 : 1;
         const index_t nr = nv_ * S;
         const index_t taps = p.kernel.h * p.kernel.w;

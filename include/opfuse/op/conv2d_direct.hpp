@@ -156,9 +156,18 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     if (in.stride(1) == 1) {
         // Channel-contiguous input: tiles run along the flattened output pixels (crossing rows), so small
         // images (7x7, 14x14) still fill whole tiles. A task is a chunk of tiles for one channel block.
-        constexpr index_t tiles_per_task = 8;
-        const index_t pixels = OH * OW, chunk = MR * tiles_per_task;
-        const index_t chunks = (pixels + chunk - 1) / chunk;
+        // A task streams its block's packed weights once per tile. When they are large (deep layers on
+        // small images), make the chunks as long as the thread count allows so they are fetched from
+        // memory once and then reused from L2.
+        const index_t pixels = OH * OW, tiles = (pixels + MR - 1) / MR;
+        const index_t block_bytes = P.kh * P.kw * P.cin_g * NR * index_t(sizeof(float));
+        index_t tiles_per_task = 8;
+        if (block_bytes > (index_t(128) << 10)) {
+            const index_t other_tasks = N * P.groups * P.blocks, wanted = 2 * index_t(exec.num_threads());
+            const index_t chunks_needed = std::max<index_t>(1, (wanted + other_tasks - 1) / other_tasks);
+            tiles_per_task = std::max<index_t>(tiles_per_task, (tiles + chunks_needed - 1) / chunks_needed);
+        }
+        const index_t chunk = MR * tiles_per_task, chunks = (pixels + chunk - 1) / chunk;
         exec.parallel_for(N * P.groups * chunks * P.blocks, [&](index_t t) {
             const index_t b = t % P.blocks, c = (t / P.blocks) % chunks;
             const index_t g = (t / P.blocks / chunks) % P.groups, n = t / P.blocks / chunks / P.groups;
