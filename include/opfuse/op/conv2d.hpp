@@ -47,7 +47,9 @@ public:
         depthwise_ = cin_g == 1 && cout_g == 1;
         // The widest register tile that the group's output channels fill (measured: 6x4 beats 12x2 even
         // when its weight panel overflows L2, e.g. 512->512 @7x7).
-        nv_ = cout_g >= 4 * S ? 4 : cout_g > S ? 2 : 1;
+        // With 16 registers (AVX2, SSE) 6x2 leaves more room than 3x4.
+        constexpr bool wide = detail::tile_shape<Arch>::wide_register_file;
+        nv_ = wide && cout_g >= 4 * S ? 4 : cout_g > S ? 2 : 1;
         const index_t nr = nv_ * S;
         const index_t taps = p.kernel.h * p.kernel.w;
         const float* w = p.weights.data();
@@ -110,9 +112,10 @@ public:
             run_direct<1>(in, out, chain, exec, direct_depthwise_.data());
             return;
         }
-        if (nv_ == 4)
-            run_direct<4>(in, out, chain, exec, weights_.data());
-        else if (nv_ == 2)
+        if constexpr (detail::tile_shape<Arch>::wide_register_file) {
+            if (nv_ == 4) return run_direct<4>(in, out, chain, exec, weights_.data());
+        }
+        if (nv_ == 2)
             run_direct<2>(in, out, chain, exec, weights_.data());
         else
             run_direct<1>(in, out, chain, exec, weights_.data());
