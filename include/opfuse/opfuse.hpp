@@ -3,6 +3,16 @@
 //   opfuse::unfused<...>                             -- the same layer op by op (for comparison)
 #pragma once
 
+// GCC 12's own AVX-512 intrinsics (_mm512_max_ps & co. via _mm512_undefined_ps) raise a false
+// -Wmaybe-uninitialized once inlined into our flattened tile functions (GCC bug 105593). The warning is
+// attributed to the template definitions, so silencing it here keeps users' -Wall -Werror builds clean
+// without hiding anything in their own code.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define OPFUSE_POP_DIAGNOSTICS
+#endif
+
 #include "core/aligned_buffer.hpp"
 #include "core/config.hpp"
 #include "core/span.hpp"
@@ -29,3 +39,8 @@
 #include "parallel/executor.hpp"
 #include "parallel/thread_pool.hpp"
 #include "unfused.hpp"
+
+#ifdef OPFUSE_POP_DIAGNOSTICS
+#pragma GCC diagnostic pop
+#undef OPFUSE_POP_DIAGNOSTICS
+#endif

@@ -131,6 +131,7 @@ private:
         const detail::direct_plan plan{p_.groups,
                                        p_.in_channels / p_.groups,
                                        p_.out_channels / p_.groups,
+                                       p_.in_channels / p_.groups,
                                        p_.kernel.h,
                                        p_.kernel.w,
                                        p_.stride.h,

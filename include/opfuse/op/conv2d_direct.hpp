@@ -17,6 +17,7 @@ namespace opfuse::detail {
 // Everything the loop nest needs that is fixed at construction.
 struct direct_plan {
     index_t groups, cin_g, cout_g;  // per group
+    index_t in_group_offset;        // input channels between groups (cin_g; 0 for a per-group copy)
     index_t kh, kw, sh, sw, pt, pl, dh, dw;
     index_t blocks;                 // output-channel blocks of NR per group
     const float* weights;           // packed [group][block][kh][kw][cin_g][NR], zero-padded past cout_g
@@ -42,8 +43,20 @@ OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const flo
         const B b = B::load_unaligned(bias + v * S);
         static_for<MR>([&](auto i) { acc[i][v] = chain(acc[i][v] + b, Site{n, oh[i], ow[i], ch0 + v * S, lanes[v]}); });
     });
-    // Constant indices only (static_for), or the accumulators would be forced out of registers.
     const index_t cs = out.stride(1);
+    if (!Dense && cs != 1) {
+        // Channel-strided output (NCHW): write channel by channel, so that the stores of one channel plane
+        // stay together instead of hopping across all planes for every pixel.
+        alignas(64) float tmp[MR][NV * S];
+        static_for<MR>([&](auto i) { static_for<NV>([&](auto v) { acc[i][v].store_aligned(&tmp[i][v * S]); }); });
+        for (int v = 0; v < NV; ++v)
+            for (int l = 0; l < lanes[v]; ++l) {
+                float* plane = dst + (v * S + l) * cs;
+                for (int i = 0; i < valid; ++i) plane[oh[i] * out.stride(2) + ow[i] * out.stride(3)] = tmp[i][v * S + l];
+            }
+        return;
+    }
+    // Constant indices only (static_for), or the accumulators would be forced out of registers.
     static_for<MR>([&](auto i) {
         if (i >= valid) return;
         float* p = dst + oh[i] * out.stride(2) + ow[i] * out.stride(3);
@@ -73,7 +86,7 @@ OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<con
     constexpr int NR = NV * S;
     const index_t H = in.h(), W = in.w();
     const index_t sC = in.stride(1), sH = in.stride(2), sW = in.stride(3);
-    const float* img = in.data() + n * in.stride(0) + g * P.cin_g * sC;
+    const float* img = in.data() + n * in.stride(0) + g * P.in_group_offset * sC;
     const float* wblock = P.weights + (g * P.blocks + b) * P.kh * P.kw * P.cin_g * NR;
 
     index_t ih0[MR], iw0[MR];
@@ -189,9 +202,46 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         return;
     }
 
-    // Channel-strided input (NCHW): tiles stay inside one output row and border pixels (whose taps reach
+    // Channel-strided input (NCHW) whose band of input rows for one output row fits on the stack: copy the
+    // band once per output row into NHWC order and run the channel-contiguous tiles on the copy. The copy
+    // costs KH*W*Cin moves against OW*Cout*KH*KW*Cin FMAs.
+    constexpr index_t band_capacity = 16384;  // floats: 64 KiB of stack
+    const index_t H = in.h(), W = in.w(), band_rows = (P.kh - 1) * P.dh + 1;
+    if (band_rows * W * P.cin_g <= band_capacity) {
+        exec.parallel_for(N * P.groups * OH, [&](index_t t) {
+            const index_t y = t % OH, g = (t / OH) % P.groups, n = t / OH / P.groups;
+            alignas(64) float band[band_capacity];
+            const index_t top = y * P.sh - P.pt, lo = std::max<index_t>(0, top);
+            const index_t hi = std::min(H, top + band_rows);
+            for (index_t r = lo; r < hi; ++r)
+                for (index_t c = 0; c < P.cin_g; ++c) {
+                    const float* src = in.data() + in.offset(n, g * P.cin_g + c, r, 0);
+                    float* dst = band + (r - lo) * W * P.cin_g + c;
+                    for (index_t x = 0; x < W; ++x) dst[x * P.cin_g] = src[x * in.stride(3)];
+                }
+            // The band as an image of hi-lo rows, whose row 0 is input row lo.
+            const TensorView<const float, 4> bv(band, {1, P.cin_g, std::max<index_t>(hi - lo, 0), W},
+                                                {0, 1, W * P.cin_g, P.cin_g});
+            direct_plan Q = P;
+            Q.pt = P.pt + lo;
+            Q.in_group_offset = 0;
+            for (index_t b = 0; b < P.blocks; ++b) {
+                const bool dense = (b + 1) * NR <= P.cout_g && out.stride(1) == 1;
+                const tile_runner<Arch, NV, Chain> tile{Q, bv, out, chain, n, g, b, dense};
+                for (index_t x = 0; x < OW; x += MR) {
+                    index_t oh[MR], ow[MR];
+                    const int valid = int(std::min<index_t>(MR, OW - x));
+                    for (int i = 0; i < MR; ++i) oh[i] = y, ow[i] = x + (i < valid ? i : 0);
+                    tile(oh, ow, valid);
+                }
+            }
+            if (P.stream) stream_fence();
+        });
+        return;
+    }
+
+    // Other channel-strided inputs: tiles stay inside one output row and border pixels (whose taps reach
     // into the horizontal padding) are computed one at a time, so every tap of a tile is all-in or all-out.
-    const index_t W = in.w();
     const index_t first_inside = std::min(OW, (P.pl + P.sw - 1) / P.sw);
     const index_t last_reach = W - 1 - (P.kw - 1) * P.dw + P.pl;  // ow*sw must not exceed this
     const index_t end_inside = std::clamp<index_t>(last_reach < 0 ? 0 : last_reach / P.sw + 1, first_inside, OW);
