@@ -74,6 +74,8 @@ opfuse::thread_pool& pool2();
 // the serial executor, call(true) on pool2(). Constructing it packs the weights (not timed).
 using layer_call = std::function<void(bool two_threads)>;
 layer_call make_opfuse_call(shape_data& d, pattern p, bool fused);
+layer_call make_fused_call(shape_data& d, pattern p);    // bench_layers_fused.cpp
+layer_call make_unfused_call(shape_data& d, pattern p);  // bench_layers_unfused.cpp
 
 // The counters every conv entry reports.
 void set_conv_counters(benchmark::State& state, const conv_shape& s, pattern p);
