@@ -37,6 +37,19 @@ struct foldable_prefix<BiasAdd, BatchNorm, Rest...> {
     static constexpr std::size_t value = 2;
 };
 
+// The output channel count named by a main op's params: out_channels (Conv2d) or out_features (Linear).
+template <class P, class = void>
+struct names_out_features : std::false_type {};
+template <class P>
+struct names_out_features<P, std::void_t<decltype(std::declval<const P&>().out_features)>> : std::true_type {};
+template <class P>
+index_t params_out_channels(const P& p) {
+    if constexpr (names_out_features<P>::value)
+        return p.out_features;
+    else
+        return p.out_channels;
+}
+
 // The folded per-channel affine y = x * scale + shift of the first `count` epilogues.
 template <class Tuple>
 void folded_affine(const Tuple& eps, std::size_t count, index_t channels, std::vector<float>& scale,
@@ -111,7 +124,7 @@ private:
         } else {
             const std::size_t count = fold_count(mp);
             if (count == 0) return Main(mp);
-            const index_t channels = mp.out_channels;
+            const index_t channels = detail::params_out_channels(mp);
             auto check = [&](const auto& e) {
                 detail::require(e.channels() == channels, "folded epilogue has ", e.channels(),
                                 " per-channel values but the main op has ", channels, " output channels");

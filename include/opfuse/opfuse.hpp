@@ -36,6 +36,7 @@
 #include "epilogue/tanh.hpp"
 #include "fused.hpp"
 #include "op/conv2d.hpp"
+#include "op/linear.hpp"
 #include "parallel/executor.hpp"
 #include "parallel/thread_pool.hpp"
 #include "unfused.hpp"
