@@ -7,17 +7,26 @@
 // any executor):
 //   - a task is (block of MC rows of A, one panel of NR output channels): it owns its outputs and runs
 //     the whole reduction;
-//   - inside a task K is split into KC blocks so that the KC x NR slice of the panel (<= 32 KiB) stays in
-//     L1 while every MR-row tile of the block streams over it. Between K blocks the accumulators are
-//     parked in a small stack buffer (MC x NR floats, private to the task): never in the output, so an
-//     Add epilogue may read a residual that aliases the output. The epilogue chain runs once, on the
-//     registers of the last K block, before the single store.
-//   - row tails run exact smaller tiles (1..4 rows, then 4-row pieces), so M = 1..5 streams each panel
-//     exactly once (the batch-1/GEMV case on wide outputs).
+//   - K is split into KC blocks only when a K x NR panel would crowd L2 (K > 1536 for NR = 64): each tile
+//     streams its KC x NR weight slice from L2 (measured on Zen 5: 90-94 % of peak in cache, while
+//     L1-sized slices (KC = 128) lose ~5 % to parking and reloading the accumulators). Between K blocks the
+//     accumulators are parked in a stack buffer private to the task (MC x NR floats), never in the
+//     output, so an Add epilogue may read a residual that aliases the output. The epilogue chain runs
+//     once, on the registers of the last K block, before the single store;
+//   - the weights of the next slice / panel are software-prefetched a share per tile while the current
+//     slice is in use (the panel that follows comes from DRAM; the hardware prefetcher alone leaves the
+//     first tile of every panel waiting on memory), and each tile prefetches its own output lines for
+//     writing before its reduction;
+//   - row tails run exact smaller tiles (1..5 rows; a tail of 1..3 rows is merged with the last full tile
+//     and split into two balanced tiles), so M = 1..5 streams each panel exactly once (the batch-1 / GEMV
+//     case on wide outputs).
 #pragma once
 
 #include <algorithm>
 
+#include <type_traits>
+
+#include "../epilogue/chain.hpp"
 #include "../epilogue/site.hpp"
 #include "../kernel/gemm_tile.hpp"
 #include "../kernel/vector_io.hpp"
@@ -33,8 +42,10 @@ struct gemm_plan {
 
 // Floats of the per-task stack buffer that parks partial sums between K blocks.
 inline constexpr index_t gemm_partial_floats = 6144;  // 24 KiB
-// Target size of the KC x NR weight slice kept in L1 (floats).
-inline constexpr index_t gemm_l1_slice_floats = 8192;  // 32 KiB
+// Largest KC x NR weight slice streamed from L2 by every tile of a block (floats), and largest MC x KC block
+// of A kept in L2 across the panels (L2 = 1 MiB per core on Zen 4/5, 1-2 MiB on recent Intel).
+inline constexpr index_t gemm_l2_slice_floats = 98304;    // 384 KiB
+inline constexpr index_t gemm_l2_a_block_floats = 131072;  // 512 KiB
 
 // The micro-kernel for tiles with fewer than 8 accumulators (the GEMV rows M = 1..3 on narrow panels):
 // two accumulator sets on alternate k hide the FMA latency, then are added.
@@ -62,29 +73,11 @@ OPFUSE_ALWAYS_INLINE void accumulate_two_sets(accumulators<Arch, MR, NV>& acc, c
     static_for<MR>([&](auto i) { static_for<NV>([&](auto v) { acc[i][v] += odd[i][v]; }); });
 }
 
-// Lines the tile asks the memory system for while it computes, so that the next tile finds them in cache
-// (the hardware prefetchers do not follow short row segments and jumps between panels): the next tile's
-// rows of A (rows x a_lines lines from a_next, row stride lda) into L1, then a share of the next KC x NR
-// weight slice (w_lines lines from w_next) into L2.
+// The share of the next weight slice (or panel) one tile prefetches, issued a few lines at a time between
+// micro-kernel steps. prefetcht0: on Zen 4/5 it measured 5-8 % faster here than prefetcht1/t2.
 struct tile_prefetch {
-    const float* a_next = nullptr;
-    index_t lda = 0, a_rows = 0, a_lines = 0;
-    const float* w_next = nullptr;
-    index_t w_lines = 0;
-
-    index_t total() const { return a_rows * a_lines + w_lines; }
-    // Issues items [from, to) of the list (A lines row by row, then weight lines).
-    OPFUSE_ALWAYS_INLINE void issue(index_t from, index_t to) const {
-        const index_t na = a_rows * a_lines;
-        for (index_t i = from; i < to; ++i) {
-            if (i < na) {
-                const index_t r = i / a_lines, l = i - r * a_lines;
-                __builtin_prefetch(a_next + r * lda + l * 16, 0, 3);
-            } else {
-                __builtin_prefetch(w_next + (i - na) * 16, 0, 2);
-            }
-        }
-    }
+    const float* next = nullptr;
+    index_t lines = 0;
 };
 
 // One tile: rows [m, m + MR) of A, panel p, K range [k0, k0 + kl). `partial` holds the tile's running
@@ -114,16 +107,20 @@ OPFUSE_TILE_FUNCTION void gemm_tile(const gemm_plan& P, const TensorView<const f
     } else {
         // The shared micro-kernel in steps of `step` k, with the prefetches spread evenly in between.
         constexpr index_t step = 8;
-        const index_t items = pf.total(), steps = (kl + step - 1) / step;
-        const index_t per_step = (items + steps - 1) / std::max<index_t>(steps, 1);
+        const index_t steps = (kl + step - 1) / step;
+        const index_t per_step = (pf.lines + steps - 1) / std::max<index_t>(steps, 1);
+        if (last) {
+            // The tile's own output lines, for writing: their read-for-ownership overlaps the reduction.
+            for (int i = 0; i < MR; ++i)
+                for (int l = 0; l < NR; l += 16) __builtin_prefetch(c.data() + (m + i) * c.stride(0) + p * NR + l, 1, 3);
+        }
         index_t issued = 0;
         for (index_t k = 0; k < kl; k += step) {
             const index_t len = std::min(step, kl - k);
             const float* pk[MR];
             for (int i = 0; i < MR; ++i) pk[i] = px[i] + k;
-            const index_t next = std::min(items, issued + per_step);
-            pf.issue(issued, next);
-            issued = next;
+            for (const index_t end = std::min(pf.lines, issued + per_step); issued < end; ++issued)
+                __builtin_prefetch(pf.next + issued * 16, 0, 3);
             accumulate<Arch, MR, NV, true>(acc, pk, 1, w + k * NR, len);
         }
     }
@@ -136,30 +133,46 @@ OPFUSE_TILE_FUNCTION void gemm_tile(const gemm_plan& P, const TensorView<const f
     const index_t ch0 = p * NR;
     int lanes[NV];
     for (int v = 0; v < NV; ++v) lanes[v] = int(std::clamp<index_t>(P.N - (ch0 + v * S), 0, S));
-    static_for<MR>([&](auto i) {
-        static_for<NV>([&](auto v) {
-            if (lanes[v] <= 0) return;
-            const Site s{m + i, 0, 0, ch0 + v * S, lanes[v]};
-            acc[i][v] = chain(acc[i][v] + B::load_aligned(P.bias + ch0 + v * S), s);
+    if constexpr (std::is_same_v<Chain, opfuse::chain<>>) {
+        // No epilogue: bias (folded BiasAdd/BatchNorm) on the registers, then the store.
+        static_for<MR>([&](auto i) {
+            float* dst = c.data() + (m + i) * c.stride(0) + ch0;
+            static_for<NV>([&](auto v) {
+                if (lanes[v] > 0)
+                    store_channels<Arch>(dst + v * S, 1, lanes[v], acc[i][v] + B::load_aligned(P.bias + ch0 + v * S));
+            });
         });
-    });
-    static_for<MR>([&](auto i) {
-        float* dst = c.data() + (m + i) * c.stride(0) + ch0;
-        static_for<NV>([&](auto v) {
-            if (lanes[v] > 0) store_channels<Arch>(dst + v * S, 1, lanes[v], acc[i][v]);
-        });
-    });
+    } else {
+        // The accumulators go through a tile buffer in L1 and the chain runs on one vector at a time.
+        // Epilogues that call out-of-line math (xsimd's erf, tanh, exp are not always inlined, even under
+        // flatten) would otherwise force all MR x NV accumulators (caller-saved zmm registers) to the stack
+        // around every call: measured 25-40 % slower for GELU at K = 256. The tile buffer costs one store
+        // and one load per vector.
+        alignas(64) float tile[MR * NR];
+        static_for<MR>([&](auto i) { static_for<NV>([&](auto v) { acc[i][v].store_aligned(tile + i * NR + v * S); }); });
+        for (int i = 0; i < MR; ++i) {
+            float* dst = c.data() + (m + i) * c.stride(0) + ch0;
+            for (int v = 0; v < NV; ++v) {
+                if (lanes[v] <= 0) continue;
+                const Site s{m + i, 0, 0, ch0 + v * S, lanes[v]};
+                const B x = B::load_aligned(tile + i * NR + v * S) + B::load_aligned(P.bias + ch0 + v * S);
+                store_channels<Arch>(dst + v * S, 1, lanes[v], chain(x, s));
+            }
+        }
+    }
 }
 
-// Rows [m, m + rows) with rows < MR: exact tiles of 1..4 rows, larger remainders in pieces of 4.
+// Rows [m, m + rows), rows < 2 MR, as balanced tiles of at most 5 rows (5 x 4 vectors = 20 accumulators
+// still keep the FMA units busy; a 1-row tile does not). All tiles get the same prefetch share.
 template <class Arch, int NV, class Chain>
 void gemm_tail(const gemm_plan& P, const TensorView<const float, 2>& a, const TensorView<float, 2>& c,
                const Chain& chain, index_t m, index_t rows, index_t p, index_t k0, index_t kl, float* partial,
                bool first, bool last, const tile_prefetch& pf) {
     constexpr index_t NR = NV * index_t(xsimd::batch<float, Arch>::size);
-    while (rows > 0) {
-        const index_t r = std::min<index_t>(rows, 4);
+    for (index_t pieces = (rows + 4) / 5; pieces > 0; --pieces) {
+        const index_t r = (rows + pieces - 1) / pieces;
         switch (r) {
+            case 5: gemm_tile<Arch, 5, NV>(P, a, c, chain, m, p, k0, kl, partial, first, last, pf); break;
             case 4: gemm_tile<Arch, 4, NV>(P, a, c, chain, m, p, k0, kl, partial, first, last, pf); break;
             case 3: gemm_tile<Arch, 3, NV>(P, a, c, chain, m, p, k0, kl, partial, first, last, pf); break;
             case 2: gemm_tile<Arch, 2, NV>(P, a, c, chain, m, p, k0, kl, partial, first, last, pf); break;
@@ -174,23 +187,24 @@ struct gemm_blocking {
     static constexpr index_t S = index_t(xsimd::batch<float, Arch>::size);
     static constexpr index_t NR = NV * S;
     static constexpr index_t MR = tile_shape<Arch>::template mr<NV>;
-    static constexpr index_t MC_max = gemm_partial_floats / NR / MR * MR;
-    static constexpr index_t KC_max = gemm_l1_slice_floats / NR;
+    // Rows of a block when K is split (its partial sums must fit the stack buffer).
+    static constexpr index_t MC_split = gemm_partial_floats / NR / MR * MR;
+    static constexpr index_t slice_floats() { return gemm_l2_slice_floats; }
 
     index_t mc, kc;
 
-    // Balanced blocks: M into ceil(M / MC_max) blocks of whole tiles, K into ceil(K / KC_max) blocks.
-    // A matrix that is a single tile (M <= MR, the GEMV case) keeps K whole: nothing is reused from L1.
+    // K is split only when a K x NR panel would not leave room in L2 (measured: parking the partial sums
+    // and restarting the tile costs ~5 % at KC = 128, so the slices are large and the weights stream
+    // from L2). M is cut into balanced blocks of whole tiles whose rows of A (MC x KC) also stay in L2.
+    // A matrix that is a single tile (M <= MR, the GEMV case) keeps K whole: nothing is reused.
     gemm_blocking(index_t M, index_t K) {
-        const index_t mblocks = (M + MC_max - 1) / MC_max;
+        const index_t kblocks = M <= MR ? 1 : (K * NR + slice_floats() - 1) / slice_floats();
+        kc = (K + kblocks - 1) / kblocks;
+        index_t mc_max = std::max(MR, gemm_l2_a_block_floats / kc / MR * MR);
+        if (kblocks > 1) mc_max = std::min(mc_max, MC_split);
+        const index_t mblocks = (M + mc_max - 1) / mc_max;
         const index_t tiles = (M + MR - 1) / MR;
-        mc = std::min(MC_max, (tiles + mblocks - 1) / mblocks * MR);
-        if (M <= MR) {
-            kc = K;
-        } else {
-            const index_t kblocks = (K + KC_max - 1) / KC_max;
-            kc = (K + kblocks - 1) / kblocks;
-        }
+        mc = (tiles + mblocks - 1) / mblocks * MR;
     }
 };
 
@@ -202,43 +216,38 @@ void gemm(const gemm_plan& P, const TensorView<const float, 2>& a, const TensorV
     const index_t M = a.shape(0), K = P.K;
     const BL bl(M, K);
     const index_t mblocks = (M + bl.mc - 1) / bl.mc;
-    // Panel-major task order: consecutive tasks share the weight panel (it stays in L2 across M blocks).
-    const index_t lda = a.stride(0);
+    // With T threads taking tasks in order, the panel a thread most likely runs next is T panels ahead.
+    // (Only a prefetch target: it never changes what is computed.)
+    const index_t ahead = std::max<index_t>(1, exec.num_threads());
     // Panel-major task order: consecutive tasks share the weight panel (it stays in L2 across M blocks).
     exec.parallel_for(mblocks * P.panels, [&](index_t t) {
         const index_t p = t / mblocks, mb = t % mblocks;
         const index_t m_begin = mb * bl.mc, m_end = std::min(M, m_begin + bl.mc);
-        const index_t tiles = (m_end - m_begin + MR - 1) / MR;
+        // Tiles of this block: full MR-row tiles, and a tail that absorbs the last full tile when it would
+        // otherwise be 1..3 rows.
+        index_t full = (m_end - m_begin) / MR, tail = (m_end - m_begin) % MR;
+        if (tail > 0 && tail < 4 && full > 0) --full, tail += MR;
+        const index_t tiles = full + (tail + 4) / 5;
         alignas(64) float partial[gemm_partial_floats];  // touched only when K is split
         for (index_t k0 = 0; k0 < K; k0 += bl.kc) {
             const index_t kl = std::min(bl.kc, K - k0);
             const bool first = k0 == 0, last = k0 + kl == K;
-            // The weight slice that follows in memory: the next K block of this panel, or the first of the
-            // next panel.
-            const index_t next_kl = last ? std::min(bl.kc, K) : std::min(bl.kc, K - k0 - kl);
-            const float* w_next = P.weights + (p * K + k0 + kl) * NR;
-            const index_t w_share = p + 1 < P.panels || !last ? (next_kl * NR / 16 + tiles - 1) / tiles : 0;
+            // Prefetch target: the next K slice of this panel, or the start of the panel run next.
+            const bool more = !last || p + ahead < P.panels;
+            const float* next = !more ? P.weights : last ? P.weights + (p + ahead) * K * NR : P.weights + (p * K + k0 + kl) * NR;
+            const index_t next_lines = last ? std::min(bl.kc, K) * NR / 16 : std::min(bl.kc, K - k0 - kl) * NR / 16;
+            const index_t share = more ? (next_lines + tiles - 1) / tiles : 0;
             index_t m = m_begin;
-            for (index_t j = 0; m < m_end; ++j, m += MR) {
-                // The next tile's rows of A: the next MR rows in this K block, or the first rows of the next.
-                tile_prefetch pf;
-                if (m + MR < m_end) {
-                    pf.a_next = a.data() + (m + MR) * lda + k0;
-                    pf.a_rows = std::min(MR, m_end - m - MR);
-                    pf.a_lines = (kl + 15) / 16 + 1;
-                } else if (!last) {
-                    pf.a_next = a.data() + m_begin * lda + k0 + kl;
-                    pf.a_rows = std::min(MR, m_end - m_begin);
-                    pf.a_lines = (next_kl + 15) / 16 + 1;
-                }
-                pf.lda = lda;
-                pf.w_next = w_next + j * w_share * 16;
-                pf.w_lines = w_share;
-                float* part = partial + (m - m_begin) * NR;
-                if (m + MR <= m_end)
-                    gemm_tile<Arch, int(MR), NV>(P, a, c, chain, m, p, k0, kl, part, first, last, pf);
-                else
-                    gemm_tail<Arch, NV>(P, a, c, chain, m, m_end - m, p, k0, kl, part, first, last, pf);
+            for (index_t j = 0; j < full; ++j, m += MR) {
+                const tile_prefetch pf{next + j * share * 16, std::max<index_t>(0, std::min(share, next_lines - j * share))};
+                gemm_tile<Arch, int(MR), NV>(P, a, c, chain, m, p, k0, kl, partial + (m - m_begin) * NR, first, last,
+                                             pf);
+            }
+            if (tail > 0) {
+                const tile_prefetch pf{next + full * share * 16,
+                                       std::max<index_t>(0, std::min(share, next_lines - full * share))};
+                gemm_tail<Arch, NV>(P, a, c, chain, m, tail, p, k0, kl, partial + (m - m_begin) * NR, first, last,
+                                    pf);
             }
         }
     });
