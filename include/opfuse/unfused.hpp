@@ -41,8 +41,8 @@ private:
     template <class Operands, class Exec, std::size_t... I>
     void passes(const TensorView<float, 4>& t, const Operands& operands, Exec& exec,
                 std::index_sequence<I...>) const {
-        std::size_t k = 0;  // next operand
-        auto one = [&](const auto& e) {
+        [[maybe_unused]] std::size_t k = 0;  // next operand
+        [[maybe_unused]] auto one = [&](const auto& e) {
             using E = std::decay_t<decltype(e)>;
             const TensorView<const float, 4>* operand = nullptr;
             if constexpr (reads_tensor_v<E>) operand = &operands[k++];

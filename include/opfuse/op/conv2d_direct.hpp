@@ -21,6 +21,7 @@ struct direct_plan {
     index_t kh, kw, sh, sw, pt, pl, dh, dw;
     index_t blocks;                 // output-channel blocks of NR per group
     const float* weights;           // packed [group][block][kh][kw][cin_g][NR], zero-padded past cout_g
+    const float* band_weights;      // the same in [kw][kh] order for column bands, or null
     const float* bias;              // per output channel, zero-padded (zeros when nothing was folded)
     const float* zeros;             // >= kw * cin_g zeros
     bool stream;                    // write the output with streaming stores (see stream_store.hpp)
@@ -166,6 +167,48 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         return tile_runner<Arch, NV, Chain>{P, in, out, chain, n, g, b, dense};
     };
 
+    constexpr index_t band_capacity = 16384;  // floats: 64 KiB of stack for the band paths below
+    const index_t H = in.h(), W = in.w(), band_rows = (P.kh - 1) * P.dh + 1;
+
+    // Short reductions (the first layer): per output row, copy the input it reads into a column band
+    // [column][kh][cin] with the padding materialised as zeros. Then every pixel's whole window is one
+    // contiguous segment of KW*KH*cin values (27 for 3x3x3) and every tile runs a single segment.
+    const index_t band_cols = (OW - 1) * P.sw + P.kw;
+    if (P.band_weights && band_cols * band_rows * P.cin_g <= band_capacity && P.dw == 1) {
+        direct_plan Q = P;
+        Q.weights = P.band_weights;
+        Q.cin_g = P.kh * P.cin_g;
+        Q.kh = 1, Q.sh = 0, Q.pt = 0, Q.dh = 1, Q.pl = 0;
+        Q.in_group_offset = 0;
+        exec.parallel_for(N * P.groups * OH, [&](index_t t) {
+            const index_t y = t % OH, g = (t / OH) % P.groups, n = t / OH / P.groups;
+            alignas(64) float band[band_capacity];
+            for (index_t col = 0; col < band_cols; ++col) {
+                const index_t iw = col - P.pl;
+                for (index_t kh = 0; kh < P.kh; ++kh) {
+                    const index_t ih = y * P.sh - P.pt + kh * P.dh;
+                    float* dst = band + (col * P.kh + kh) * P.cin_g;
+                    const bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;
+                    const float* src = inside ? in.data() + in.offset(n, g * P.cin_g, ih, iw) : nullptr;
+                    for (index_t c = 0; c < P.cin_g; ++c) dst[c] = inside ? src[c * in.stride(1)] : 0.f;
+                }
+            }
+            const TensorView<const float, 4> bv(band, {1, Q.cin_g, 1, band_cols}, {0, 1, band_cols * Q.cin_g, Q.cin_g});
+            for (index_t b = 0; b < P.blocks; ++b) {
+                const bool dense = (b + 1) * NR <= P.cout_g && out.stride(1) == 1;
+                const tile_runner<Arch, NV, Chain> tile{Q, bv, out, chain, n, g, b, dense};
+                for (index_t x = 0; x < OW; x += MR) {
+                    index_t oh[MR], ow[MR];
+                    const int valid = int(std::min<index_t>(MR, OW - x));
+                    for (int i = 0; i < MR; ++i) oh[i] = y, ow[i] = x + (i < valid ? i : 0);
+                    tile(oh, ow, valid);
+                }
+            }
+            if (P.stream) stream_fence();
+        });
+        return;
+    }
+
     if (in.stride(1) == 1) {
         // Channel-contiguous input: tiles run along the flattened output pixels (crossing rows), so small
         // images (7x7, 14x14) still fill whole tiles. A task is a chunk of tiles for one channel block.
@@ -205,8 +248,6 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     // Channel-strided input (NCHW) whose band of input rows for one output row fits on the stack: copy the
     // band once per output row into NHWC order and run the channel-contiguous tiles on the copy. The copy
     // costs KH*W*Cin moves against OW*Cout*KH*KW*Cin FMAs.
-    constexpr index_t band_capacity = 16384;  // floats: 64 KiB of stack
-    const index_t H = in.h(), W = in.w(), band_rows = (P.kh - 1) * P.dh + 1;
     if (band_rows * W * P.cin_g <= band_capacity) {
         exec.parallel_for(N * P.groups * OH, [&](index_t t) {
             const index_t y = t % OH, g = (t / OH) % P.groups, n = t / OH / P.groups;
