@@ -167,6 +167,21 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         return tile_runner<Arch, NV, Chain>{P, in, out, chain, n, g, b, dense};
     };
 
+    // Output row y of image n, group g, all channel blocks, from a band copy `bv` of its input (plan Q).
+    auto band_row = [&](const direct_plan& Q, const TensorView<const float, 4>& bv, index_t n, index_t g,
+                        index_t y) {
+        for (index_t b = 0; b < P.blocks; ++b) {
+            const bool dense = (b + 1) * NR <= P.cout_g && out.stride(1) == 1;
+            const tile_runner<Arch, NV, Chain> tile{Q, bv, out, chain, n, g, b, dense};
+            for (index_t x = 0; x < OW; x += MR) {
+                index_t oh[MR], ow[MR];
+                const int valid = int(std::min<index_t>(MR, OW - x));
+                for (int i = 0; i < MR; ++i) oh[i] = y, ow[i] = x + (i < valid ? i : 0);
+                tile(oh, ow, valid);
+            }
+        }
+        if (P.stream) stream_fence();
+    };
     constexpr index_t band_capacity = 16384;  // floats: 64 KiB of stack for the band paths below
     const index_t H = in.h(), W = in.w(), band_rows = (P.kh - 1) * P.dh + 1;
 
@@ -194,17 +209,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
                 }
             }
             const TensorView<const float, 4> bv(band, {1, Q.cin_g, 1, band_cols}, {0, 1, band_cols * Q.cin_g, Q.cin_g});
-            for (index_t b = 0; b < P.blocks; ++b) {
-                const bool dense = (b + 1) * NR <= P.cout_g && out.stride(1) == 1;
-                const tile_runner<Arch, NV, Chain> tile{Q, bv, out, chain, n, g, b, dense};
-                for (index_t x = 0; x < OW; x += MR) {
-                    index_t oh[MR], ow[MR];
-                    const int valid = int(std::min<index_t>(MR, OW - x));
-                    for (int i = 0; i < MR; ++i) oh[i] = y, ow[i] = x + (i < valid ? i : 0);
-                    tile(oh, ow, valid);
-                }
-            }
-            if (P.stream) stream_fence();
+            band_row(Q, bv, n, g, y);
         });
         return;
     }
@@ -266,17 +271,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
             direct_plan Q = P;
             Q.pt = P.pt + lo;
             Q.in_group_offset = 0;
-            for (index_t b = 0; b < P.blocks; ++b) {
-                const bool dense = (b + 1) * NR <= P.cout_g && out.stride(1) == 1;
-                const tile_runner<Arch, NV, Chain> tile{Q, bv, out, chain, n, g, b, dense};
-                for (index_t x = 0; x < OW; x += MR) {
-                    index_t oh[MR], ow[MR];
-                    const int valid = int(std::min<index_t>(MR, OW - x));
-                    for (int i = 0; i < MR; ++i) oh[i] = y, ow[i] = x + (i < valid ? i : 0);
-                    tile(oh, ow, valid);
-                }
-            }
-            if (P.stream) stream_fence();
+            band_row(Q, bv, n, g, y);
         });
         return;
     }
