@@ -1,0 +1,266 @@
+// Conv2d (no epilogue) against opfuse::reference::conv2d over a sweep of shapes, layouts and strided
+// views, plus known-answer cases that check the reference itself.
+#include "support.hpp"
+
+using namespace test;
+using opfuse::Conv2d;
+using opfuse::fused;
+
+namespace {
+
+const index_t kChannels[] = {1, 3, 7, 16, 17, 64, 65};
+struct Kernel {
+    index_t h, w;
+};
+const Kernel kKernels[] = {{1, 1}, {3, 3}, {5, 5}, {7, 7}, {1, 7}, {7, 1}};
+struct Spatial {
+    index_t h, w;
+};
+const Spatial kSpatial[] = {{1, 1}, {5, 9}, {13, 11}, {20, 7}, {8, 8}, {3, 17}};
+
+// Input/output storage pairs run for every case: all four dense combinations, and strided views.
+const std::pair<Store, Store> kDense[] = {
+    {Store::NHWC, Store::NHWC}, {Store::NCHW, Store::NCHW}, {Store::NHWC, Store::NCHW}, {Store::NCHW, Store::NHWC}};
+const std::pair<Store, Store> kStrided[] = {{Store::NHWCSlice, Store::NHWCSlice}, {Store::NCHWPitch, Store::NCHWPitch},
+                                            {Store::NHWCSlice, Store::NCHW},      {Store::NHWC, Store::NHWCSlice},
+                                            {Store::NCHWPitch, Store::NHWC},      {Store::NCHW, Store::NCHWPitch}};
+
+// Runs one case in every dense layout combination and three strided ones (the two "pure" strided
+// pairs and one mixed pair chosen by `which`). The reference is computed once per case.
+void check_case(const ConvCase& cc, std::uint32_t seed, std::size_t which) {
+    INFO(cc.str());
+    REQUIRE(cc.valid());
+    const Layer<> layer(cc, seed);
+    auto one = [&](Store in, Store out) {
+        const ChainRun r = layer.run<fused<Conv2d>>(in, out, Store::NHWC);
+        INFO(cc.str() << "  " << to_string(in) << " -> " << to_string(out) << ": " << r.cmp.detail);
+        REQUIRE(r.cmp.ok);
+    };
+    for (const auto& io : kDense) one(io.first, io.second);
+    one(kStrided[0].first, kStrided[0].second);
+    one(kStrided[1].first, kStrided[1].second);
+    const auto& mixed = kStrided[2 + which % 4];
+    one(mixed.first, mixed.second);
+}
+
+ConvCase make(index_t cin, index_t cout, Kernel k, index_t stride, opfuse::Padding pad, index_t dil = 1,
+              index_t groups = 1, index_t n = 1, Spatial s = {13, 11}) {
+    ConvCase c;
+    c.cin = cin;
+    c.cout = cout;
+    c.kh = k.h;
+    c.kw = k.w;
+    c.sh = c.sw = stride;
+    c.pad = pad;
+    c.dh = c.dw = dil;
+    c.groups = groups;
+    c.n = n;
+    c.h = s.h;
+    c.w = s.w;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("reference conv2d and Conv2d agree with hand-computed results", "[conv2d][reference]") {
+    auto both = [](const ConvCase& cc, const std::vector<float>& w, const std::vector<float>& x_nchw,
+                   const std::vector<double>& expected) {
+        INFO(cc.str());
+        const auto os = cc.out_shape();
+        const auto ref = opfuse::reference::conv2d(cc.params(w), w, opfuse::nchw(x_nchw.data(), cc.n, cc.cin, cc.h, cc.w));
+        CHECK(ref == expected);
+        for (Store s : {Store::NHWC, Store::NCHW}) {
+            const Tensor in = input_tensor(s, cc.n, cc.cin, cc.h, cc.w, x_nchw);
+            Tensor out(s, os[0], os[1], os[2], os[3], kSentinel);
+            fused<Conv2d>(cc.params(w))(in.cview(), out.view);
+            const auto got = out.get();
+            CHECK(std::vector<double>(got.begin(), got.end()) == expected);
+        }
+    };
+    // 1x1: a matrix product. Pixels (1, 2) and (-1, 0.5); OI weights [[1,2],[3,4],[-1,0]].
+    both(make(2, 3, {1, 1}, 1, 0, 1, 1, 1, {1, 2}), {1, 2, 3, 4, -1, 0}, {1, -1, 2, 0.5f}, {5, 0, 11, -1, -1, 1});
+    // 3x3 ones on the 3x3 ramp 1..9, padding 1, stride 2: the four 2x2 corner sums.
+    both(make(1, 1, {3, 3}, 2, 1, 1, 1, 1, {3, 3}), std::vector<float>(9, 1.f), {1, 2, 3, 4, 5, 6, 7, 8, 9},
+         {12, 16, 24, 28});
+    // 2x2 ones with dilation 2 on the ramp: the four corners.
+    both(make(1, 1, {2, 2}, 1, 0, 2, 1, 1, {3, 3}), std::vector<float>(4, 1.f), {1, 2, 3, 4, 5, 6, 7, 8, 9}, {20});
+    // groups = 2, 1x1: channel 0 scaled by 2, channel 1 by 3.
+    both(make(2, 2, {1, 1}, 1, 0, 1, 2, 1, {1, 2}), {2, 3}, {1, -1, 2, 0.5f}, {2, -2, 6, 1.5});
+    // Asymmetric padding {top 1, left 0, bottom 0, right 2}, 1x1 identity on [[1,2],[3,4]] -> 3x4.
+    both(make(1, 1, {1, 1}, 1, opfuse::Padding(1, 0, 0, 2), 1, 1, 1, {2, 2}), {1}, {1, 2, 3, 4},
+         {0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0, 0});
+    // Depthwise 3x3 (groups = C = 2) at the centre of a 3x3 image: channel 1 gets the negated kernel.
+    {
+        std::vector<float> w(18);
+        for (int i = 0; i < 9; ++i) w[std::size_t(i)] = float(i + 1), w[std::size_t(9 + i)] = -float(i + 1);
+        std::vector<float> x(18, 0.f);
+        x[4] = 1.f;       // channel 0: delta at the centre -> output = kernel flipped
+        x[9 + 0] = 2.f;   // channel 1: 2 at the top-left corner
+        both(make(2, 2, {3, 3}, 1, 1, 1, 2, 1, {3, 3}), w, x,
+             {9, 8, 7, 6, 5, 4, 3, 2, 1, -10, -8, 0, -4, -2, 0, 0, 0, 0});
+    }
+}
+
+TEST_CASE("conv2d: every pair of channel counts (3x3 and 1x1)", "[conv2d][sweep]") {
+    std::size_t i = 0;
+    for (index_t cin : kChannels)
+        for (index_t cout : kChannels) {
+            check_case(make(cin, cout, {3, 3}, 1, 1, 1, 1, 1, {5, 9}), 100 + std::uint32_t(i), i);
+            ++i;
+            check_case(make(cin, cout, {1, 1}, 1, 0, 1, 1, 3, {13, 11}), 100 + std::uint32_t(i), i);
+            ++i;
+        }
+}
+
+TEST_CASE("conv2d: kernel sizes x strides, paddings and dilations", "[conv2d][sweep]") {
+    std::size_t i = 0;
+    for (const Kernel& k : kKernels) {
+        const opfuse::Padding same(k.h / 2, k.w / 2);
+        // alternate the channel pair and spatial size so that tails and batches mix with every kernel
+        auto chans = [&](index_t& cin, index_t& cout) {
+            cin = i % 2 ? 17 : 7;
+            cout = i % 3 == 0 ? 16 : i % 3 == 1 ? 65 : 17;
+        };
+        index_t cin, cout;
+        for (index_t s = 1; s <= 3; ++s, ++i) {
+            chans(cin, cout);
+            check_case(make(cin, cout, k, s, same, 1, 1, 1 + 2 * (i % 2), {20, 7}), 300 + std::uint32_t(i), i);
+        }
+        for (index_t p = 0; p <= 3; ++p, ++i) {
+            chans(cin, cout);
+            check_case(make(cin, cout, k, 1, p, 1, 1, 1, {13, 11}), 300 + std::uint32_t(i), i);
+        }
+        const opfuse::Padding asym[] = {{3, 0, 1, 2}, {0, 2, 3, 1}, {1, 3, 0, 0}};
+        for (const auto& p : asym) {
+            chans(cin, cout);
+            check_case(make(cin, cout, k, 1 + i % 2, p, 1, 1, 1, {13, 11}), 300 + std::uint32_t(i), i);
+            ++i;
+        }
+        chans(cin, cout);
+        check_case(make(cin, cout, k, 1, opfuse::Padding(k.h / 2 * 2, k.w / 2 * 2), 2, 1, 1, {13, 11}),
+                   300 + std::uint32_t(i), i);
+        ++i;
+        // anisotropic stride and dilation
+        ConvCase c = make(16, 17, k, 1, opfuse::Padding(1, 2), 1, 1, 1, {20, 7});
+        c.sh = 2, c.sw = 1, c.dh = 1, c.dw = 2;
+        if (c.valid()) check_case(c, 300 + std::uint32_t(i), i);
+        ++i;
+    }
+}
+
+TEST_CASE("conv2d: grouped and depthwise", "[conv2d][sweep][depthwise]") {
+    std::size_t i = 0;
+    // groups = 2 (and 4), including per-group channel tails (17, 7, 65 per group)
+    const index_t grouped[][3] = {{16, 64, 2}, {64, 16, 2}, {34, 14, 2}, {14, 130, 2}, {64, 64, 4}, {68, 28, 4}, {6, 6, 3}};
+    for (const auto& g : grouped) {
+        check_case(make(g[0], g[1], {3, 3}, 1, 1, 1, g[2], 1, {13, 11}), 500 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(g[0], g[1], {5, 5}, 2, opfuse::Padding(2, 1, 0, 2), 1, g[2], 3, {20, 7}), 500 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(g[0], g[1], {1, 1}, 1, 0, 1, g[2], 1, {5, 9}), 500 + std::uint32_t(i), i);
+        ++i;
+    }
+    // depthwise: groups = in = out
+    for (index_t c : kChannels) {
+        check_case(make(c, c, {3, 3}, 1, 1, 1, c, 1, {13, 11}), 500 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(c, c, {3, 3}, 2, opfuse::Padding(0, 1, 1, 0), 1, c, 3, {20, 7}), 500 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(c, c, {5, 5}, 1, 2, 1, c, 1, {5, 9}), 500 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(c, c, {7, 7}, 1, 3, 2, c, 1, {20, 7}), 500 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(c, c, {1, 7}, 3, opfuse::Padding(0, 3), 1, c, 1, {13, 11}), 500 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(c, c, {7, 1}, 1, opfuse::Padding(3, 0, 3, 0), 1, c, 1, {1, 1}), 500 + std::uint32_t(i), i);
+        ++i;
+    }
+    // depthwise with a channel multiplier: out = 2 * in (and 3 * in), groups = in
+    for (index_t c : {index_t(1), index_t(3), index_t(16), index_t(17), index_t(64)}) {
+        check_case(make(c, 2 * c, {3, 3}, 1, 1, 1, c, 1, {13, 11}), 500 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(c, 3 * c, {5, 5}, 2, opfuse::Padding(1, 2, 2, 1), 2, c, 3, {20, 7}), 500 + std::uint32_t(i), i);
+        ++i;
+    }
+}
+
+TEST_CASE("conv2d: spatial sizes with tails and batches", "[conv2d][sweep]") {
+    std::size_t i = 0;
+    for (const Spatial& s : kSpatial)
+        for (index_t n : {index_t(1), index_t(3)}) {
+            check_case(make(17, 65, {3, 3}, 1, 1, 1, 1, n, s), 700 + std::uint32_t(i), i);
+            ++i;
+            check_case(make(65, 17, {1, 1}, 1 + i % 3, 0, 1, 1, n, s), 700 + std::uint32_t(i), i);
+            ++i;
+            check_case(make(7, 16, {7, 7}, 2, 3, 1, 1, n, s), 700 + std::uint32_t(i), i);
+            ++i;
+            check_case(make(64, 64, {3, 3}, 1, 1, 1, 64, n, s), 700 + std::uint32_t(i), i);
+            ++i;
+        }
+    // a few larger ones: several full tiles per row, NV=2 blocks, long reductions
+    check_case(make(64, 65, {3, 3}, 1, 1, 1, 1, 1, {20, 20}), 750, 0);
+    check_case(make(65, 64, {7, 7}, 1, 3, 1, 1, 1, {9, 14}), 751, 1);
+    check_case(make(3, 64, {7, 7}, 2, 3, 1, 1, 1, {32, 32}), 752, 2);
+}
+
+TEST_CASE("conv2d: seeded random sample of the whole parameter space", "[conv2d][sweep][random]") {
+    std::mt19937 g(20240611);
+    auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(g); };
+    std::size_t done = 0, tries = 0;
+    while (done < 200) {
+        REQUIRE(++tries < 10000);
+        ConvCase c;
+        c.cin = kChannels[pick(7)];
+        c.cout = kChannels[pick(7)];
+        const Kernel k = kKernels[pick(6)];
+        c.kh = k.h, c.kw = k.w;
+        c.sh = 1 + pick(3), c.sw = pick(3) ? c.sh : 1 + pick(3);
+        switch (pick(3)) {
+            case 0: c.pad = opfuse::Padding(pick(4)); break;
+            case 1: c.pad = opfuse::Padding(pick(4), pick(4)); break;
+            default: c.pad = opfuse::Padding(pick(4), pick(4), pick(4), pick(4)); break;
+        }
+        c.dh = 1 + pick(2), c.dw = pick(3) ? c.dh : 1 + pick(2);
+        switch (pick(4)) {
+            case 0: c.groups = 1; break;
+            case 1:  // two groups, per-group counts from the list
+                c.groups = 2, c.cin *= 2, c.cout *= 2;
+                break;
+            case 2: c.groups = c.cout = c.cin; break;                    // depthwise
+            default: c.groups = c.cin, c.cout = c.cin * (2 + pick(2)); break;  // channel multiplier
+        }
+        c.n = pick(2) ? 1 : 3;
+        const Spatial s = kSpatial[pick(6)];
+        c.h = s.h, c.w = s.w;
+        if (!c.valid() || c.macs() > 3'000'000) continue;
+        check_case(c, 1000 + std::uint32_t(done), done);
+        ++done;
+    }
+}
+
+// The sweep's comparisons must be able to fail: dropping a single kernel tap (one weight zeroed in the
+// kernel's copy only) is detected even at the longest reduction of the suite (65 channels x 7x7), and
+// so is a relative error of 1e-3 in one weight of a 3x3 layer (L = 153).
+TEST_CASE("the conv comparison detects one missing tap", "[conv2d][meta]") {
+    const MetaTest meta;
+    for (auto k : {Kernel{7, 7}, Kernel{3, 3}, Kernel{1, 1}}) {
+        Layer<> layer(make(65, 64, k, 1, opfuse::Padding(k.h / 2, k.w / 2), 1, 1, 1, {9, 8}), 900);
+        // the weight of median magnitude of output channel 63 (the last of the NV=2 block / a tail)
+        const std::size_t per_out = layer.weights.size() / 64, base = 63 * per_out;
+        std::vector<std::pair<float, std::size_t>> mags;
+        for (std::size_t j = 0; j < per_out; ++j) mags.push_back({std::fabs(layer.weights[base + j]), base + j});
+        std::nth_element(mags.begin(), mags.begin() + long(per_out / 2), mags.end());
+        layer.kernel_weights[mags[per_out / 2].second] = 0.f;
+        for (Store s : {Store::NHWC, Store::NCHW}) {
+            const ChainRun r = layer.run<fused<Conv2d>>(s, s, s);
+            INFO(layer.cc.str() << " " << to_string(s) << ": " << r.cmp.detail);
+            CHECK_FALSE(r.cmp.ok);
+            CHECK(r.cmp.outside == 0);
+        }
+    }
+    Layer<> layer(make(17, 16, {3, 3}, 1, 1, 1, 1, 1, {5, 9}), 901);
+    layer.kernel_weights[5] *= 1.f + 1e-3f;
+    const ChainRun r = layer.run<fused<Conv2d>>(Store::NHWC, Store::NHWC, Store::NHWC);
+    INFO(r.cmp.detail);
+    CHECK_FALSE(r.cmp.ok);
+}

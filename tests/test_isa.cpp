@@ -1,0 +1,103 @@
+// Every SIMD instruction set the compiler flags enable (not only the default, widest one) runs the conv
+// kernels and the transcendental epilogues correctly: a -march=native build on an AVX-512 machine also
+// tests the SSE2, SSE4.2(+FMA), AVX and AVX2(+FMA) paths, each with its own vector width (4, 8, 16
+// lanes) and so its own channel tails and register tiles.
+#include <tuple>
+
+#include "support.hpp"
+
+using namespace test;
+using opfuse::basic_conv2d;
+using opfuse::fused;
+using opfuse::unfused;
+
+using TestedArchs = decltype(std::tuple_cat(
+#if XSIMD_WITH_SSE2
+    std::tuple<xsimd::sse2>{},
+#endif
+#if XSIMD_WITH_SSE4_2
+    std::tuple<xsimd::sse4_2>{},
+#endif
+#if XSIMD_WITH_FMA3_SSE
+    std::tuple<xsimd::fma3<xsimd::sse4_2>>{},
+#endif
+#if XSIMD_WITH_AVX
+    std::tuple<xsimd::avx>{},
+#endif
+#if XSIMD_WITH_AVX2
+    std::tuple<xsimd::avx2>{},
+#endif
+#if XSIMD_WITH_FMA3_AVX2
+    std::tuple<xsimd::fma3<xsimd::avx2>>{},
+#endif
+#if XSIMD_WITH_AVX512F
+    std::tuple<xsimd::avx512f>{},
+#endif
+    std::tuple<>{}));
+
+namespace {
+
+std::vector<std::pair<ConvCase, std::pair<Store, Store>>> isa_cases() {
+    std::vector<std::pair<ConvCase, std::pair<Store, Store>>> v;
+    ConvCase c;
+    c.cin = 17, c.cout = 65, c.kh = c.kw = 3, c.pad = 1, c.n = 2, c.h = 13, c.w = 11;
+    v.push_back({c, {Store::NHWC, Store::NHWC}});
+    v.push_back({c, {Store::NCHW, Store::NCHW}});
+    v.push_back({c, {Store::NHWCSlice, Store::NCHW}});
+    c = {};
+    c.cin = 64, c.cout = 17, c.sh = c.sw = 2, c.h = 20, c.w = 7;
+    v.push_back({c, {Store::NHWC, Store::NHWC}});
+    v.push_back({c, {Store::NCHWPitch, Store::NHWCSlice}});
+    c = {};
+    c.cin = 16, c.cout = 7, c.kh = c.kw = 7, c.pad = opfuse::Padding(3, 2, 1, 4), c.dh = c.dw = 2, c.h = 13, c.w = 11;
+    v.push_back({c, {Store::NHWC, Store::NCHW}});
+    c = {};
+    c.cin = c.cout = c.groups = 65, c.kh = c.kw = 5, c.sh = 2, c.pad = 2, c.n = 3, c.h = 20, c.w = 7;
+    v.push_back({c, {Store::NHWC, Store::NHWC}});
+    v.push_back({c, {Store::NCHW, Store::NCHW}});
+    v.push_back({c, {Store::NHWCSlice, Store::NHWCSlice}});
+    c = {};
+    c.cin = 3, c.cout = 6, c.groups = 3, c.kh = c.kw = 3, c.pad = 1, c.h = 5, c.w = 9;
+    v.push_back({c, {Store::NHWC, Store::NHWC}});
+    return v;
+}
+
+template <class Composition, class... Specs>
+void check(const ConvCase& cc, Store in, Store out, std::uint32_t seed) {
+    const Layer<Specs...> layer(cc, seed, activation_weight_scale(cc));
+    const ChainRun r = layer.template run<Composition>(in, out, Store::NHWC);
+    INFO(cc.str() << " " << to_string(in) << " -> " << to_string(out) << ": " << r.cmp.detail);
+    CHECK(r.cmp.ok);
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("isa: Conv2d and epilogues on every enabled instruction set", "[isa]", TestedArchs) {
+    using C = basic_conv2d<TestType>;
+    INFO("arch " << TestType::name() << ", " << xsimd::batch<float, TestType>::size << " lanes");
+    std::uint32_t seed = 200;
+    for (const auto& t : isa_cases()) {
+        const ConvCase& cc = t.first;
+        const Store in = t.second.first, out = t.second.second;
+        check<fused<C>>(cc, in, out, seed++);
+        check<fused<C, opfuse::BiasAdd, opfuse::BatchNorm, opfuse::Add, opfuse::GELU>, BiasAddSpec, BatchNormSpec,
+              AddSpec, GeluErfSpec>(cc, in, out, seed++);
+        check<fused<C, opfuse::Scale, opfuse::Elu, opfuse::Mul, opfuse::Mish>, ScaleSpec, EluSpec, MulSpec, MishSpec>(
+            cc, in, out, seed++);
+        check<fused<C, opfuse::PRelu, opfuse::Sigmoid>, PReluSpec, SigmoidSpec>(cc, in, out, seed++);
+        check<fused<C, opfuse::Tanh>, TanhSpec>(cc, in, out, seed++);
+        check<unfused<C, opfuse::BatchNorm, opfuse::Add, opfuse::GELU>, BatchNormSpec, AddSpec, GeluTanhSpec>(cc, in, out,
+                                                                                                         seed++);
+    }
+}
+
+TEST_CASE("isa: the default architecture is one of the tested ones", "[isa]") {
+    INFO("default arch: " << opfuse::default_arch::name());
+    CHECK(std::tuple_size_v<TestedArchs> >= 1);
+    // the default (widest enabled) arch is tested by every other test; it is at least as wide as the
+    // widest one above
+    std::size_t widest = 0;
+    std::apply([&](auto... a) { ((widest = std::max<std::size_t>(widest, xsimd::batch<float, decltype(a)>::size)), ...); },
+               TestedArchs{});
+    CHECK(xsimd::batch<float, opfuse::default_arch>::size == widest);
+}
