@@ -17,6 +17,7 @@ template <class... Eps>
 class chain {
 public:
     static constexpr std::size_t tensor_count = (std::size_t{reads_tensor_v<Eps>} + ... + 0);
+    static constexpr bool all_cheap = (is_cheap_v<Eps> && ...);
     using operand_array = std::array<TensorView<const float, 4>, tensor_count>;
 
     chain(const std::tuple<Eps...>& eps, std::size_t skip, const operand_array& operands)

@@ -8,6 +8,7 @@
 namespace opfuse {
 
 struct Clamp {
+    static constexpr bool cheap = true;
     struct params {
         float min = 0.f;
         float max = 6.f;
@@ -27,6 +28,7 @@ private:
 };
 
 struct Relu6 {
+    static constexpr bool cheap = true;
     struct params {};
     explicit Relu6(const params& = {}) {}
 

@@ -44,6 +44,17 @@ struct reads_tensor<T, std::void_t<decltype(T::reads_tensor)>> : std::bool_const
 template <class T>
 inline constexpr bool reads_tensor_v = reads_tensor<T>::value;
 
+// Cheap epilogues (a few arithmetic instructions, no transcendental) declare `static constexpr bool cheap
+// = true;` and run on the accumulator registers, unrolled over the whole tile. Others (exp, erf, tanh,
+// and user epilogues unless they opt in) run in a loop over the tile staged in L1, which keeps the
+// kernels' code size and compile time from multiplying by the tile size.
+template <class T, class = void>
+struct is_cheap : std::false_type {};
+template <class T>
+struct is_cheap<T, std::void_t<decltype(T::cheap)>> : std::bool_constant<T::cheap> {};
+template <class T>
+inline constexpr bool is_cheap_v = is_cheap<T>::value;
+
 template <class T, class = void>
 struct has_channels : std::false_type {};
 template <class T>

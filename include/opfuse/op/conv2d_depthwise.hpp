@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "../core/static_for.hpp"
+#include "../kernel/epilogue_tile.hpp"
 #include "../kernel/vector_io.hpp"
 #include "../epilogue/site.hpp"
 
@@ -33,8 +34,8 @@ OPFUSE_TILE_FUNCTION void depthwise_tile(const depthwise_plan& P, const TensorVi
     const float* img = in.data() + n * in.stride(0) + c0;
     const float* wbase = P.weights + cv * P.kh * P.kw * S;
     const int lanes = int(std::min<index_t>(S, P.channels - c0));
-    B acc[MR];
-    static_for<MR>([&](auto i) { acc[i] = B(0.f); });
+    accumulators<Arch, MR, 1> acc;
+    zero<Arch, MR, 1>(acc);
     for (index_t kh = 0; kh < P.kh; ++kh) {
         const index_t ih = y * P.sh - P.pt + kh * P.dh;
         if (ih < 0 || ih >= H) continue;
@@ -46,16 +47,17 @@ OPFUSE_TILE_FUNCTION void depthwise_tile(const depthwise_plan& P, const TensorVi
                 const float* p = row + iw * sW;
                 if constexpr (!Inside) p = (iw >= 0 && iw < W) ? p : P.zeros;
                 const B a = Full ? B::load_unaligned(p) : load_channels<Arch>(p, 1, lanes);
-                acc[i] = xsimd::fma(a, w, acc[i]);
+                acc[i][0] = xsimd::fma(a, w, acc[i][0]);
             });
         }
     }
-    const B bias = B::load_unaligned(P.bias + c0);
+    // Epilogue on the whole tile, then the stores.
+    const int tile_lanes[1] = {lanes};
+    apply_epilogue<Arch, MR, 1>(acc, P.bias + c0, chain, tile_lanes,
+                                [&](int i, int) { return Site{n, y, x0 + i, c0, lanes}; });
     static_for<MR>([&](auto i) {
         if (int(i) >= valid) return;
-        const Site s{n, y, x0 + i, c0, lanes};
-        const B r = chain(acc[i] + bias, s);
-        store_channels<Arch>(out.data() + out.offset(n, c0, y, x0 + i), 1, lanes, r);
+        store_channels<Arch>(out.data() + out.offset(n, c0, y, x0 + i), 1, lanes, acc[i][0]);
     });
 }
 
@@ -75,8 +77,8 @@ OPFUSE_TILE_FUNCTION void depthwise_row_tile(const depthwise_plan& P, const Tens
     const float* wbase = P.weights + cv * P.kh * KW * S;
     const int lanes = int(std::min<index_t>(S, P.channels - c0));
     const index_t iw0 = x0 * SW - P.pl;
-    B acc[MR];
-    static_for<MR>([&](auto i) { acc[i] = B(0.f); });
+    accumulators<Arch, MR, 1> acc;
+    zero<Arch, MR, 1>(acc);
     for (index_t kh = 0; kh < P.kh; ++kh) {
         const index_t ih = y * P.sh - P.pt + kh * P.dh;
         if (ih < 0 || ih >= H) continue;
@@ -89,15 +91,17 @@ OPFUSE_TILE_FUNCTION void depthwise_row_tile(const depthwise_plan& P, const Tens
             const B a = Full ? B::load_unaligned(p) : load_channels<Arch>(p, 1, lanes);
             static_for<KW>([&](auto kw) {
                 constexpr int d = decltype(c)::value - decltype(kw)::value;  // = i * SW
-                if constexpr (d >= 0 && d % SW == 0 && d / SW < MR) acc[d / SW] = xsimd::fma(a, w[kw], acc[d / SW]);
+                if constexpr (d >= 0 && d % SW == 0 && d / SW < MR) acc[d / SW][0] = xsimd::fma(a, w[kw], acc[d / SW][0]);
             });
         });
     }
-    const B bias = B::load_unaligned(P.bias + c0);
+    // Epilogue on the whole tile, then the stores.
+    const int tile_lanes[1] = {lanes};
+    apply_epilogue<Arch, MR, 1>(acc, P.bias + c0, chain, tile_lanes,
+                                [&](int i, int) { return Site{n, y, x0 + i, c0, lanes}; });
     static_for<MR>([&](auto i) {
         if (int(i) >= valid) return;
-        const B r = chain(acc[i] + bias, Site{n, y, x0 + i, c0, lanes});
-        store_channels<Arch>(out.data() + out.offset(n, c0, y, x0 + i), 1, lanes, r);
+        store_channels<Arch>(out.data() + out.offset(n, c0, y, x0 + i), 1, lanes, acc[i][0]);
     });
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "../kernel/epilogue_tile.hpp"
 #include "../kernel/gemm_tile.hpp"
 #include "../kernel/stream_store.hpp"
 #include "../kernel/vector_io.hpp"
@@ -27,8 +28,8 @@ struct direct_plan {
     bool stream;                    // write the output with streaming stores (see stream_store.hpp)
 };
 
-// Runs bias + epilogue chain on every accumulator of the tile (registers only, no store in between, so
-// per-channel operands are loaded once per tile), then stores the `valid` pixels. `Dense` means all
+// Runs bias + epilogue chain on every accumulator of the tile (apply_epilogue), then stores the `valid`
+// pixels. `Dense` means all
 // channels of the block are real and the output is channel-contiguous: plain full-width stores.
 template <class Arch, int MR, int NV, bool Dense, class Chain>
 OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const float* bias, const Chain& chain,
@@ -39,11 +40,8 @@ OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const flo
     constexpr int S = int(B::size);
     int lanes[NV];
     for (int v = 0; v < NV; ++v) lanes[v] = Dense ? S : int(std::clamp<index_t>(channels - v * S, 0, S));
-    static_for<NV>([&](auto v) {
-        if (!Dense && lanes[v] <= 0) return;
-        const B b = B::load_unaligned(bias + v * S);
-        static_for<MR>([&](auto i) { acc[i][v] = chain(acc[i][v] + b, Site{n, oh[i], ow[i], ch0 + v * S, lanes[v]}); });
-    });
+    apply_epilogue<Arch, MR, NV>(acc, bias, chain, lanes,
+                                 [&](int i, int v) { return Site{n, oh[i], ow[i], ch0 + v * S, lanes[v]}; });
     const index_t cs = out.stride(1);
     if (!Dense && cs != 1) {
         // Channel-strided output (NCHW): write channel by channel, so that the stores of one channel plane

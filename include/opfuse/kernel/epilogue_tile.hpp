@@ -1,0 +1,40 @@
+// Runs bias + the epilogue chain on a whole register tile, after the last FMA and before any store.
+// Cheap chains run on the registers, fully unrolled (per-channel operands loaded once per tile, nothing
+// touches memory). Chains with a transcendental (or a user epilogue that did not declare itself cheap)
+// stage the tile in L1 and loop over it: ~MR*NV extra L1 moves, but one copy of the chain's code per
+// kernel instead of MR*NV inlined copies of exp/erf/tanh.
+#pragma once
+
+#include "../core/static_for.hpp"
+#include "gemm_tile.hpp"
+
+namespace opfuse::detail {
+
+// site_of(i, v) is the Site of accumulator [i][v]; lanes[v] <= 0 marks a vector past the channel tail.
+template <class Arch, int MR, int NV, class Chain, class SiteOf>
+OPFUSE_ALWAYS_INLINE void apply_epilogue(accumulators<Arch, MR, NV>& acc, const float* bias, const Chain& chain,
+                                         const int (&lanes)[NV], const SiteOf& site_of) {
+    using B = xsimd::batch<float, Arch>;
+    constexpr int S = int(B::size);
+    if constexpr (Chain::all_cheap) {
+        static_for<NV>([&](auto v) {
+            if (lanes[v] <= 0) return;
+            const B b = B::load_unaligned(bias + v * S);
+            static_for<MR>([&](auto i) { acc[i][v] = chain(acc[i][v] + b, site_of(int(i), int(v))); });
+        });
+    } else {
+        alignas(64) float tile[MR][NV * S];
+        static_for<MR>([&](auto i) { static_for<NV>([&](auto v) { acc[i][v].store_aligned(&tile[i][v * S]); }); });
+        for (int v = 0; v < NV; ++v) {
+            if (lanes[v] <= 0) continue;
+            const B b = B::load_unaligned(bias + v * S);
+            for (int i = 0; i < MR; ++i) {
+                const B x = chain(B::load_aligned(&tile[i][v * S]) + b, site_of(i, v));
+                x.store_aligned(&tile[i][v * S]);
+            }
+        }
+        static_for<MR>([&](auto i) { static_for<NV>([&](auto v) { acc[i][v] = B::load_aligned(&tile[i][v * S]); }); });
+    }
+}
+
+}  // namespace opfuse::detail
