@@ -4,12 +4,14 @@
 #pragma once
 
 // GCC 12's own AVX-512 intrinsics (_mm512_max_ps & co. via _mm512_undefined_ps) raise a false
-// -Wmaybe-uninitialized once inlined into our flattened tile functions (GCC bug 105593). The warning is
+// -Wmaybe-uninitialized, or -Wuninitialized (_mm512_min_ps/_mm512_max_ps in Relu6, Clamp, HardSigmoid),
+// once inlined into our flattened tile functions (GCC bug 105593). The warning is
 // attributed to the template definitions, so silencing it here keeps users' -Wall -Werror builds clean
 // without hiding anything in their own code.
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #define OPFUSE_POP_DIAGNOSTICS
 #endif
 
