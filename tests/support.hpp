@@ -86,6 +86,17 @@ inline std::vector<float> activation_data(index_t n, index_t c, index_t h, index
     return v;
 }
 
+// Values of the tensors read by Add/Mul: U(-1, 1) times an amplitude in {0.1, 1, 5, 40} drawn per
+// element, so an activation placed after an Add sees values near 0, moderate ones, and saturation.
+inline std::vector<float> operand_values(std::size_t n, std::mt19937& g) {
+    static const float amp[4] = {0.1f, 1.f, 5.f, 40.f};
+    std::uniform_int_distribution<int> pick(0, 3);
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(g) * amp[pick(g)];
+    return v;
+}
+
 // ------------------------------------------------------------------------------------------- tensors
 
 // How a tensor is stored in caller memory.
@@ -589,7 +600,7 @@ struct Layer {
         kernel_weights = weights;
         input = activation_data(cc.n, cc.cin, cc.h, cc.w, g);
         const auto os = cc.out_shape();
-        for (auto& od : operand_data) od = uniform(sz(os[0] * os[1] * os[2] * os[3]), -2.f, 2.f, g);
+        for (auto& od : operand_data) od = operand_values(sz(os[0] * os[1] * os[2] * os[3]), g);
 
         const RefConv ref = reference_conv(cc, weights, input);
         const std::array<RefStep, sizeof...(Specs)> steps{Specs::ref(data)...};

@@ -65,6 +65,10 @@ std::size_t check_chain() {
 
 }  // namespace
 
+// Each distinct fused<> type costs ~10 s of compile time (the whole conv kernel family), so the chains
+// are few and chosen to cover: folding 2 / 1 / 0 leading epilogues, a foldable type after the folded
+// prefix (applied, not folded), tensor operands, and per-channel epilogues after an activation. The
+// operand order of several Add/Mul is covered by test_epilogues.cpp (Add, f, Add, g, Mul chains).
 TEST_CASE("chain: Conv + BiasAdd + BatchNorm + Add + Relu", "[chain]") {
     CHECK(check_chain<BiasAddSpec, BatchNormSpec, AddSpec, ReluSpec>() == 2);
 }
@@ -74,36 +78,6 @@ TEST_CASE("chain: Conv + Scale + PRelu + Mul + Sigmoid", "[chain]") {
 TEST_CASE("chain: Conv + Relu + BiasAdd (a BiasAdd after an activation is not folded)", "[chain]") {
     CHECK(check_chain<ReluSpec, BiasAddSpec>() == 0);
 }
-TEST_CASE("chain: Conv + Relu + BatchNorm (not folded)", "[chain]") {
-    CHECK(check_chain<ReluSpec, BatchNormSpec>() == 0);
-}
-TEST_CASE("chain: Conv + BatchNorm + Add + Relu (ResNet block)", "[chain]") {
-    CHECK(check_chain<BatchNormSpec, AddSpec, ReluSpec>() == 1);
-}
-TEST_CASE("chain: Conv + BatchNorm + Relu6 and Conv + BiasAdd + HardSwish (MobileNet)", "[chain]") {
-    CHECK(check_chain<BatchNormSpec, Relu6Spec>() == 1);
-    CHECK(check_chain<BiasAddSpec, HardSwishSpec>() == 1);
-}
-TEST_CASE("chain: Conv + BatchNorm + SiLU + Add (EfficientNet)", "[chain]") {
-    CHECK(check_chain<BatchNormSpec, SiLUSpec, AddSpec>() == 1);
-}
-TEST_CASE("chain: tensor operands are used in chain order", "[chain]") {
-    // (x + r) * m and (x * m) + r differ: swapping the operands would be caught
-    CHECK(check_chain<AddSpec, MulSpec>() == 0);
-    CHECK(check_chain<MulSpec, AddSpec>() == 0);
-    CHECK(check_chain<AddSpec, MulSpec, AddSpec, TanhSpec>() == 0);
-}
-TEST_CASE("chain: only a leading BiasAdd/BatchNorm is folded, repeats are applied", "[chain]") {
-    CHECK(check_chain<BiasAddSpec, BiasAddSpec>() == 1);
-    CHECK(check_chain<BatchNormSpec, BatchNormSpec, ReluSpec>() == 1);
-    CHECK(check_chain<BatchNormSpec, BiasAddSpec, ClampSpec>() == 1);
-    CHECK(check_chain<BiasAddSpec, BatchNormSpec, BiasAddSpec, BatchNormSpec>() == 2);
-    CHECK(check_chain<AddSpec, BatchNormSpec>() == 0);
-    CHECK(check_chain<ScaleSpec, BiasAddSpec, BatchNormSpec>() == 0);
-}
-TEST_CASE("chain: activations composed in different orders", "[chain]") {
-    CHECK(check_chain<GeluErfSpec, ScaleSpec, BiasAddSpec>() == 0);
-    CHECK(check_chain<BiasAddSpec, TanhSpec, MishSpec, EluSpec>() == 1);
-    CHECK(check_chain<ClampSpec, LeakyReluSpec, HardSigmoidSpec>() == 0);
-    CHECK(check_chain<BatchNormSpec, GeluTanhSpec, MulSpec, HardSigmoidOnnxSpec>() == 1);
+TEST_CASE("chain: Conv + BatchNorm + BiasAdd + Add + GELU (only the leading BatchNorm is folded)", "[chain]") {
+    CHECK(check_chain<BatchNormSpec, BiasAddSpec, AddSpec, GeluTanhSpec>() == 1);
 }

@@ -53,19 +53,26 @@ const std::vector<float> k64(64, 1.f), k63(63, 1.f);
         REQUIRE_THROWS_WITH(expr, Contains(fragment));                      \
     } while (0)
 
+// The compositions called in this file (one fused and one unfused type: each type instantiates the
+// whole conv kernel family). Constructor-only checks below may use other types freely.
+using F = fused<Conv2d, Add, Relu, Mul>;
+using U = unfused<Conv2d, Add, Relu, Mul>;
+
 TEST_CASE("errors: tensors that do not fit the layer are rejected before any output is written", "[errors]") {
-    const fused<Conv2d, Relu> f(layer(kWeights), {});
-    const unfused<Conv2d, Relu> u(layer(kWeights), {});
+    const F f(layer(kWeights), {}, {}, {});
+    const U u(layer(kWeights), {}, {}, {});
     opfuse::thread_pool pool(2);
-    // Runs both compositions (serial and on a pool) on (in, out), expects the error, and checks that the
-    // output buffer still holds the sentinel everywhere.
+    // Runs both compositions (serial and on a pool) on (in, out) with operands shaped like `out`, expects
+    // the error, and checks that the output buffer still holds the sentinel everywhere.
     auto expect = [&](const Tensor& in, Tensor& out, const std::string& fragment, const std::string& fragment2 = "") {
         INFO("in " << opfuse::describe(in.view) << ", out " << opfuse::describe(out.view));
-        REQUIRE_INVALID(f(in.cview(), out.view), fragment);
-        REQUIRE_INVALID(f(in.cview(), out.view, pool), fragment);
-        REQUIRE_INVALID(u(in.cview(), out.view), fragment);
-        REQUIRE_INVALID(u(in.cview(), out.view, pool), fragment);
-        if (!fragment2.empty()) REQUIRE_THROWS_WITH(f(in.cview(), out.view), Contains(fragment2));
+        const Tensor r(Store::NHWC, out.view.n(), out.view.c(), out.view.h(), out.view.w(), 1.f);
+        const auto o = r.cview();
+        REQUIRE_INVALID(f(in.cview(), out.view, o, o), fragment);
+        REQUIRE_INVALID(f(in.cview(), out.view, o, o, pool), fragment);
+        REQUIRE_INVALID(u(in.cview(), out.view, o, o), fragment);
+        REQUIRE_INVALID(u(in.cview(), out.view, o, o, pool), fragment);
+        if (!fragment2.empty()) REQUIRE_THROWS_WITH(f(in.cview(), out.view, o, o), Contains(fragment2));
         CHECK(out.touched_anywhere(kSentinel) == 0);
     };
     SECTION("channel mismatch") {
@@ -84,25 +91,26 @@ TEST_CASE("errors: tensors that do not fit the layer are rejected before any out
         expect(input(), nchw, "NCHW(N=1, C=65, H=6, W=7)");
     }
     SECTION("kernel larger than the padded input") {
-        const fused<Conv2d> g([] {
+        const F g([] {
             conv2d_params p = layer(kWeights);
             p.padding = 0;
             return p;
-        }());
+        }(), {}, {}, {});
         Tensor out = output(1, 64, 1, 1);
+        const Tensor r = output(1, 64, 1, 1);
         const Tensor in = input(1, 4, 2, 6);
-        REQUIRE_INVALID(g(in.cview(), out.view), "larger than the padded input");
-        REQUIRE_THROWS_WITH(g(in.cview(), out.view), Contains("H=2"));
+        REQUIRE_INVALID(g(in.cview(), out.view, r.cview(), r.cview()), "larger than the padded input");
+        REQUIRE_THROWS_WITH(g(in.cview(), out.view, r.cview(), r.cview()), Contains("H=2"));
         CHECK(out.touched_anywhere(kSentinel) == 0);
         // dilation makes a 3x3 kernel span 5 pixels: 4 + 2*0 < 5
-        const fused<Conv2d> d([] {
+        const F d([] {
             conv2d_params p = layer(kWeights);
             p.padding = 0;
             p.dilation = 2;
             return p;
-        }());
+        }(), {}, {}, {});
         const Tensor in4 = input(1, 4, 4, 4);
-        REQUIRE_INVALID(d(in4.cview(), out.view), "dilation 2x2");
+        REQUIRE_INVALID(d(in4.cview(), out.view, r.cview(), r.cview()), "dilation 2x2");
         CHECK(out.touched_anywhere(kSentinel) == 0);
     }
     SECTION("zero and negative tensor sizes") {
@@ -110,27 +118,28 @@ TEST_CASE("errors: tensors that do not fit the layer are rejected before any out
         expect(input(0, 4, 6, 7), out, "input sizes must be positive");
         expect(input(1, 4, 0, 7), out, "H=0");
         expect(input(1, 4, 6, 0), out, "W=0");
-        const Tensor in = input();
+        const Tensor in = input(), r = output();
         const opfuse::TensorView<const float, 4> negative(in.view.data(), {1, 4, -6, 7}, {168, 1, 28, 4});
-        REQUIRE_INVALID(f(negative, out.view), "H=-6");
+        REQUIRE_INVALID(f(negative, out.view, r.cview(), r.cview()), "H=-6");
         Tensor empty_out = output(1, 0, 6, 7);
         expect(input(), empty_out, "C=0");
         CHECK(out.touched_anywhere(kSentinel) == 0);
     }
     SECTION("null input and output data") {
         Tensor out = output();
-        const Tensor in = input();
-        REQUIRE_INVALID(f(opfuse::nhwc<const float>(nullptr, 1, 6, 7, 4), out.view), "input data is null");
-        REQUIRE_INVALID(u(opfuse::nhwc<const float>(nullptr, 1, 6, 7, 4), out.view), "input data is null");
-        REQUIRE_INVALID(f(in.cview(), opfuse::nhwc<float>(nullptr, 1, 6, 7, 64)), "output data is null");
-        REQUIRE_INVALID(u(in.cview(), opfuse::nhwc<float>(nullptr, 1, 6, 7, 64), pool), "output data is null");
+        const Tensor in = input(), r = output();
+        const auto o = r.cview();
+        REQUIRE_INVALID(f(opfuse::nhwc<const float>(nullptr, 1, 6, 7, 4), out.view, o, o), "input data is null");
+        REQUIRE_INVALID(u(opfuse::nhwc<const float>(nullptr, 1, 6, 7, 4), out.view, o, o), "input data is null");
+        REQUIRE_INVALID(f(in.cview(), opfuse::nhwc<float>(nullptr, 1, 6, 7, 64), o, o), "output data is null");
+        REQUIRE_INVALID(u(in.cview(), opfuse::nhwc<float>(nullptr, 1, 6, 7, 64), o, o, pool), "output data is null");
         CHECK(out.touched_anywhere(kSentinel) == 0);
     }
 }
 
 TEST_CASE("errors: tensor operands of Add/Mul", "[errors]") {
-    const fused<Conv2d, Add, Relu, Mul> f(layer(kWeights), {}, {}, {});
-    const unfused<Conv2d, Add, Relu, Mul> u(layer(kWeights), {}, {}, {});
+    const F f(layer(kWeights), {}, {}, {});
+    const U u(layer(kWeights), {}, {}, {});
     const Tensor in = input();
     Tensor out = output();
     const Tensor good = output(), good_nchw = output(1, 64, 6, 7, Store::NCHW);
@@ -179,8 +188,8 @@ TEST_CASE("errors: Conv2d hyper-parameters", "[errors]") {
     CHECK_NOTHROW(Conv2d(with([&](conv2d_params& p) { p.groups = 2, p.weights = grouped_w; })));  // right for groups=2
     REQUIRE_INVALID(Conv2d(with([](conv2d_params& p) { p.weights = {}; })), "weights are null");
     // the same checks through fused<> and unfused<>
-    REQUIRE_INVALID((fused<Conv2d, Relu>(with([](conv2d_params& p) { p.groups = 3; }), {})), "groups=3");
-    REQUIRE_INVALID((unfused<Conv2d, Relu>(with([&](conv2d_params& p) { p.weights = short_w; }), {})), "got 2303");
+    REQUIRE_INVALID((F(with([](conv2d_params& p) { p.groups = 3; }), {}, {}, {})), "groups=3");
+    REQUIRE_INVALID((U(with([&](conv2d_params& p) { p.weights = short_w; }), {}, {}, {})), "got 2303");
 }
 
 TEST_CASE("errors: per-channel epilogues of the wrong length", "[errors]") {

@@ -1,6 +1,6 @@
 // Every SIMD instruction set the compiler flags enable (not only the default, widest one) runs the conv
 // kernels and the transcendental epilogues correctly: a -march=native build on an AVX-512 machine also
-// tests the SSE2, SSE4.2(+FMA), AVX and AVX2(+FMA) paths, each with its own vector width (4, 8, 16
+// tests the SSE2, AVX2 and AVX2+FMA paths, each with its own vector width (4, 8, 16
 // lanes) and so its own channel tails and register tiles.
 #include <tuple>
 
@@ -11,18 +11,12 @@ using opfuse::basic_conv2d;
 using opfuse::fused;
 using opfuse::unfused;
 
+// sse2 (4 lanes, FMA emulated), avx2 without and with FMA (8 lanes), avx512f (16 lanes). Each arch costs
+// two instantiations of the conv kernel family (~10 s of compile time each), so SSE4.x/AVX1 are left
+// out: they differ from sse2/avx2 only in a few xsimd primitives.
 using TestedArchs = decltype(std::tuple_cat(
 #if XSIMD_WITH_SSE2
     std::tuple<xsimd::sse2>{},
-#endif
-#if XSIMD_WITH_SSE4_2
-    std::tuple<xsimd::sse4_2>{},
-#endif
-#if XSIMD_WITH_FMA3_SSE
-    std::tuple<xsimd::fma3<xsimd::sse4_2>>{},
-#endif
-#if XSIMD_WITH_AVX
-    std::tuple<xsimd::avx>{},
 #endif
 #if XSIMD_WITH_AVX2
     std::tuple<xsimd::avx2>{},
@@ -74,20 +68,18 @@ void check(const ConvCase& cc, Store in, Store out, std::uint32_t seed) {
 
 TEMPLATE_LIST_TEST_CASE("isa: Conv2d and epilogues on every enabled instruction set", "[isa]", TestedArchs) {
     using C = basic_conv2d<TestType>;
-    INFO("arch " << TestType::name() << ", " << xsimd::batch<float, TestType>::size << " lanes");
+    INFO("arch " << TestType::name() << ", " << (xsimd::batch<float, TestType>::size) << " lanes");
     std::uint32_t seed = 200;
     for (const auto& t : isa_cases()) {
         const ConvCase& cc = t.first;
         const Store in = t.second.first, out = t.second.second;
-        check<fused<C>>(cc, in, out, seed++);
+        // fused: folding, an operand, erf; unfused (the plain conv kernel + one pass per epilogue): exp,
+        // expm1, log1p, tanh
         check<fused<C, opfuse::BiasAdd, opfuse::BatchNorm, opfuse::Add, opfuse::GELU>, BiasAddSpec, BatchNormSpec,
               AddSpec, GeluErfSpec>(cc, in, out, seed++);
-        check<fused<C, opfuse::Scale, opfuse::Elu, opfuse::Mul, opfuse::Mish>, ScaleSpec, EluSpec, MulSpec, MishSpec>(
-            cc, in, out, seed++);
-        check<fused<C, opfuse::PRelu, opfuse::Sigmoid>, PReluSpec, SigmoidSpec>(cc, in, out, seed++);
-        check<fused<C, opfuse::Tanh>, TanhSpec>(cc, in, out, seed++);
-        check<unfused<C, opfuse::BatchNorm, opfuse::Add, opfuse::GELU>, BatchNormSpec, AddSpec, GeluTanhSpec>(cc, in, out,
-                                                                                                         seed++);
+        check<unfused<C, opfuse::PRelu, opfuse::Sigmoid, opfuse::Add, opfuse::Elu, opfuse::Add, opfuse::Mish,
+                      opfuse::Mul, opfuse::Tanh>,
+              PReluSpec, SigmoidSpec, AddSpec, EluSpec, AddSpec, MishSpec, MulSpec, TanhSpec>(cc, in, out, seed++);
     }
 }
 
