@@ -39,6 +39,8 @@
 #include <string>
 #include <vector>
 
+#include <time.h>
+
 namespace {
 
 using opfuse::index_t;
@@ -245,17 +247,29 @@ std::vector<double> reference_forward(const network_weights& w) {
     return logits;
 }
 
+// Median wall-clock time of `reps` calls of f (after one warm-up call), in milliseconds; `cpu_ms` gets the
+// median process CPU time of the same calls (all threads): on a shared machine, wall time alone
+// includes the time the OS gave to other processes.
 template <class F>
-double median_ms(int reps, F&& f) {
+double median_ms(int reps, F&& f, double* cpu_ms = nullptr) {
+    auto cpu_now = [] {
+        timespec ts{};
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+    };
     f();  // warm-up
-    std::vector<double> t;
+    std::vector<double> t, c;
     for (int i = 0; i < reps; ++i) {
+        const double c0 = cpu_now();
         const auto a = std::chrono::steady_clock::now();
         f();
         const auto b = std::chrono::steady_clock::now();
+        c.push_back(cpu_now() - c0);
         t.push_back(std::chrono::duration<double, std::milli>(b - a).count());
     }
     std::sort(t.begin(), t.end());
+    std::sort(c.begin(), c.end());
+    if (cpu_ms) *cpu_ms = c[c.size() / 2];
     return t[t.size() / 2];
 }
 
@@ -291,10 +305,12 @@ int main(int argc, char** argv) {
     std::vector<float> logits(kClasses), logits_unfused(kClasses);
     opfuse::thread_pool pool(opt.threads);
 
-    const double t_fused =
-        median_ms(opt.reps, [&] { fused_net(w.input.data(), ping.data(), pong.data(), logits.data(), hw, pool); });
+    double cpu_fused = 0, cpu_unfused = 0;
+    const double t_fused = median_ms(
+        opt.reps, [&] { fused_net(w.input.data(), ping.data(), pong.data(), logits.data(), hw, pool); }, &cpu_fused);
     const double t_unfused = median_ms(
-        opt.reps, [&] { unfused_net(w.input.data(), ping.data(), pong.data(), logits_unfused.data(), hw, pool); });
+        opt.reps, [&] { unfused_net(w.input.data(), ping.data(), pong.data(), logits_unfused.data(), hw, pool); },
+        &cpu_unfused);
     // The head alone (its input is whatever the last block left in the buffers: timing only).
     const double t_fc = median_ms(opt.reps, [&] {
         (*fused_net.fc)(opfuse::matrix<const float>(pong.data(), 1, kChannels * hw * hw),
@@ -305,9 +321,11 @@ int main(int argc, char** argv) {
     const double conv_gflop = 2.0 * double(hw * hw * kChannels * 9) * (3 + 9 * kChannels) * 1e-9;
     std::printf("DeepFuseNet 1x3x%ldx%ld, %d thread(s), median of %d (%s weights)\n", long(hw), long(hw), opt.threads,
                 opt.reps, opt.dir.empty() ? "random" : opt.dir.c_str());
-    std::printf("  fused   %9.2f ms  (convs %.1f GFLOP/s; fc head alone %.2f ms = %.1f GB/s of weights)\n", t_fused,
-                conv_gflop / (t_fused - t_fc) * 1e3, t_fc, double(fc_nhwc.size()) * 4 / t_fc * 1e-6);
-    std::printf("  unfused %9.2f ms  fused speed-up %.2fx\n", t_unfused, t_unfused / t_fused);
+    std::printf("  fused   %9.2f ms  (process CPU %.2f ms; convs %.1f GFLOP/s; fc head alone %.2f ms = %.1f GB/s of "
+                "weights)\n",
+                t_fused, cpu_fused, conv_gflop / (t_fused - t_fc) * 1e3, t_fc, double(fc_nhwc.size()) * 4 / t_fc * 1e-6);
+    std::printf("  unfused %9.2f ms  (process CPU %.2f ms)  fused speed-up %.2fx\n", t_unfused, cpu_unfused,
+                t_unfused / t_fused);
     std::printf("  logits:");
     for (float v : logits) std::printf(" %.5g", v);
     std::printf("\n");
