@@ -99,7 +99,7 @@ private:
         const auto out4 = Main::as_tensor4(out);
         for (std::size_t k = 0; k < ops.size(); ++k) {
             require(ops[k].data() != nullptr, "tensor operand #", k, " (Add/Mul) is null");
-            require(ops[k].shape() == out4.shape(), "tensor operand #", k, " (Add/Mul) ", describe(ops[k]),
+            if (!(ops[k].shape() == out4.shape())) fail("tensor operand #", k, " (Add/Mul) ", describe(ops[k]),
                     " must have the output's shape ", describe(out4));
         }
         return ops;

@@ -83,13 +83,13 @@ inline void validate_call(const conv2d_params& p, const TensorView<const float, 
                           const TensorView<float, 4>& out) {
     require(in.data() != nullptr, "Conv2d: input data is null");
     require(out.data() != nullptr, "Conv2d: output data is null");
-    require(in.n() > 0 && in.h() > 0 && in.w() > 0, "Conv2d: input sizes must be positive, got ", describe(in));
-    require(in.c() == p.in_channels, "Conv2d: input ", describe(in), " has C=", in.c(), " but the layer has in_channels=",
+    if (!(in.n() > 0 && in.h() > 0 && in.w() > 0)) fail("Conv2d: input sizes must be positive, got ", describe(in));
+    if (!(in.c() == p.in_channels)) fail("Conv2d: input ", describe(in), " has C=", in.c(), " but the layer has in_channels=",
             p.in_channels);
     const auto os = conv2d_output_shape(p, in.n(), in.h(), in.w());
-    require(os[2] > 0 && os[3] > 0, "Conv2d: kernel ", p.kernel.h, "x", p.kernel.w, " (dilation ", p.dilation.h, "x",
+    if (!(os[2] > 0 && os[3] > 0)) fail("Conv2d: kernel ", p.kernel.h, "x", p.kernel.w, " (dilation ", p.dilation.h, "x",
             p.dilation.w, ") is larger than the padded input ", describe(in));
-    require(out.shape() == os, "Conv2d: output ", describe(out), " must have shape (N=", os[0], ", C=", os[1],
+    if (!(out.shape() == os)) fail("Conv2d: output ", describe(out), " must have shape (N=", os[0], ", C=", os[1],
             ", H=", os[2], ", W=", os[3], ") for input ", describe(in));
 }
 
