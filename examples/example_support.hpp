@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <opfuse/parallel/executor.hpp>
+#include <opfuse/parallel/thread_pool.hpp>
+
 namespace example {
 
 struct options {
@@ -98,6 +101,22 @@ inline bool report(const char* what, double fused_ms, double unfused_ms, double 
     std::printf("%-40s fused %9.3f ms   unfused %9.3f ms   speed-up %5.2fx   max rel diff %.2e %s\n", what,
                 fused_ms, unfused_ms, unfused_ms / fused_ms, rel_diff, ok ? "ok" : "MISMATCH");
     return ok;
+}
+
+// Calls run(opt, executor) on a thread_pool of opt.threads threads (serially for one thread) and turns
+// its verdict into the exit code, printing `mismatch` to stderr when it reports a disagreement.
+template <class Run>
+int run_on_executor(const options& opt, Run&& run, const char* mismatch) {
+    bool ok;
+    if (opt.threads > 1) {
+        opfuse::thread_pool pool(opt.threads);
+        ok = run(opt, pool);
+    } else {
+        opfuse::serial_executor serial;
+        ok = run(opt, serial);
+    }
+    if (!ok) std::fprintf(stderr, "%s\n", mismatch);
+    return ok ? 0 : 1;
 }
 
 }  // namespace example

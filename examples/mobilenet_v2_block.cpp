@@ -71,17 +71,6 @@ int main(int argc, char** argv) {
     const example::options opt = example::parse(argc, argv);
     std::printf("MobileNetV2 block, NHWC, batch 1, %s, %d thread(s), median of %d\n",
                 opt.small ? "14x14 (--small)" : "56x56", opt.threads, opt.reps);
-    bool ok;
-    if (opt.threads > 1) {
-        thread_pool pool(opt.threads);
-        ok = run(opt, pool);
-    } else {
-        serial_executor serial;
-        ok = run(opt, serial);
-    }
-    if (!ok) {
-        std::fprintf(stderr, "fused and unfused results differ\n");
-        return 1;
-    }
-    return 0;
+    return example::run_on_executor(opt, [](const auto& o, auto& exec) { return run(o, exec); },
+                                    "fused and unfused results differ");
 }
