@@ -264,3 +264,21 @@ TEST_CASE("the conv comparison detects one missing tap", "[conv2d][meta]") {
     INFO(r.cmp.detail);
     CHECK_FALSE(r.cmp.ok);
 }
+
+// ... and a write outside the output view (here: into a channel outside the slice, and into the guard
+// after the buffer's footprint) is reported even when every element of the view is right.
+TEST_CASE("the output check detects writes outside the view", "[conv2d][meta]") {
+    const MetaTest meta;
+    const Layer<> layer(make(17, 16, {3, 3}, 1, 1, 1, 1, 1, {5, 9}), 902);
+    ChainRun r = layer.run<fused<Conv2d>>(Store::NHWC, Store::NHWCSlice, Store::NHWC);
+    REQUIRE(r.cmp.ok);
+    auto expected = [&](std::size_t i) { return layer.expected[i]; };
+    r.out.view(0, 15, 4, 8) = r.out.view(0, 15, 4, 8);  // a write inside the view: fine
+    CHECK(compare(r.out, kSentinel, expected).ok);
+    r.out.buf[kGuard + 2 + 16] = 0.f;  // pixel 0, channel 18 of the 21-channel buffer (the slice is 2..17)
+    CHECK_FALSE(compare(r.out, kSentinel, expected).ok);
+    r.out.buf[kGuard + 2 + 16] = kSentinel;
+    CHECK(compare(r.out, kSentinel, expected).ok);
+    r.out.buf.back() = 1.f;  // the guard after the footprint
+    CHECK(compare(r.out, kSentinel, expected).outside == 1);
+}

@@ -51,10 +51,11 @@ OPFUSE_TILE_FUNCTION void depthwise_tile(const depthwise_plan& P, const TensorVi
             });
         }
     }
-    // Epilogue on the whole tile, then the stores.
+    // Epilogue on the whole tile, then the stores. Rows past `valid` (the row's tail) get the Site of the
+    // last real pixel, so an epilogue never reads an operand outside the output's extent.
     const int tile_lanes[1] = {lanes};
     apply_epilogue<Arch, MR, 1>(acc, P.bias + c0, chain, tile_lanes,
-                                [&](int i, int) { return Site{n, y, x0 + i, c0, lanes}; });
+                                [&](int i, int) { return Site{n, y, x0 + std::min(i, valid - 1), c0, lanes}; });
     static_for<MR>([&](auto i) {
         if (int(i) >= valid) return;
         store_channels<Arch>(out.data() + out.offset(n, c0, y, x0 + i), 1, lanes, acc[i][0]);
@@ -95,10 +96,11 @@ OPFUSE_TILE_FUNCTION void depthwise_row_tile(const depthwise_plan& P, const Tens
             });
         });
     }
-    // Epilogue on the whole tile, then the stores.
+    // Epilogue on the whole tile, then the stores. Rows past `valid` (the row's tail) get the Site of the
+    // last real pixel, so an epilogue never reads an operand outside the output's extent.
     const int tile_lanes[1] = {lanes};
     apply_epilogue<Arch, MR, 1>(acc, P.bias + c0, chain, tile_lanes,
-                                [&](int i, int) { return Site{n, y, x0 + i, c0, lanes}; });
+                                [&](int i, int) { return Site{n, y, x0 + std::min(i, valid - 1), c0, lanes}; });
     static_for<MR>([&](auto i) {
         if (int(i) >= valid) return;
         store_channels<Arch>(out.data() + out.offset(n, c0, y, x0 + i), 1, lanes, acc[i][0]);
