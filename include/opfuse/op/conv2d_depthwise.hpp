@@ -21,6 +21,20 @@ struct depthwise_plan {
     const float* zeros;    // >= S zeros
 };
 
+// Prefetches the input row(s) that the next output row reads for the first time, over this tile's columns
+// and channel vector. Depthwise does ~9 FMAs per input load, so it runs at the speed its loads arrive: the
+// hardware prefetcher does not follow the pixel-strided pattern of one channel vector, and without this
+// every tile waited on the new row coming from L3 (measured 2x slower).
+template <int MR>
+OPFUSE_ALWAYS_INLINE void prefetch_next_rows(const depthwise_plan& P, const float* img, index_t H, index_t W,
+                                             index_t sH, index_t sW, index_t y, index_t x0) {
+    const index_t last = (y + 1) * P.sh - P.pt + (P.kh - 1) * P.dh;  // the newest row of output row y + 1
+    const index_t iw0 = x0 * P.sw - P.pl;
+    for (index_t r = std::max<index_t>(0, last - P.sh + 1); r <= last && r < H; ++r)
+        for (index_t c = std::max<index_t>(0, iw0); c < std::min<index_t>(W, iw0 + MR * P.sw); ++c)
+            __builtin_prefetch(img + r * sH + c * sW, 0, 3);
+}
+
 // `Inside`: no tap of the tile reaches the padding. `Full`: all S channels are real (else the channel
 // tail is loaded lane by lane, so the last pixel of the tensor is never over-read).
 template <class Arch, int MR, bool Inside, bool Full, class Chain>
@@ -34,6 +48,7 @@ OPFUSE_TILE_FUNCTION void depthwise_tile(const depthwise_plan& P, const TensorVi
     const float* img = in.data() + n * in.stride(0) + c0;
     const float* wbase = P.weights + cv * P.kh * P.kw * S;
     const int lanes = int(std::min<index_t>(S, P.channels - c0));
+    prefetch_next_rows<MR>(P, img, H, W, sH, sW, y, x0);
     accumulators<Arch, MR, 1> acc;
     zero<Arch, MR, 1>(acc);
     for (index_t kh = 0; kh < P.kh; ++kh) {
@@ -78,6 +93,7 @@ OPFUSE_TILE_FUNCTION void depthwise_row_tile(const depthwise_plan& P, const Tens
     const float* wbase = P.weights + cv * P.kh * KW * S;
     const int lanes = int(std::min<index_t>(S, P.channels - c0));
     const index_t iw0 = x0 * SW - P.pl;
+    prefetch_next_rows<MR>(P, img, H, W, sH, sW, y, x0);
     accumulators<Arch, MR, 1> acc;
     zero<Arch, MR, 1>(acc);
     for (index_t kh = 0; kh < P.kh; ++kh) {
