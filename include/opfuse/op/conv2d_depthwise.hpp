@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <utility>
 
 #include "../core/static_for.hpp"
 #include "../kernel/epilogue_tile.hpp"
@@ -20,6 +21,14 @@ struct depthwise_plan {
     const float* bias;     // per channel, zero-padded
     const float* zeros;    // >= S zeros
 };
+
+// Output pixels [begin, end) of a row read no padding column: x*SW - pl >= 0 and its last tap < W.
+inline std::pair<index_t, index_t> depthwise_inside_columns(const depthwise_plan& P, index_t W, index_t OW) {
+    const index_t begin = std::min(OW, (P.pl + P.sw - 1) / P.sw);
+    const index_t last_reach = W - 1 - (P.kw - 1) * P.dw + P.pl;
+    const index_t end = std::clamp<index_t>(last_reach < 0 ? 0 : last_reach / P.sw + 1, begin, OW);
+    return {begin, end};
+}
 
 // Prefetches the input row(s) that the next output row reads for the first time, over this tile's columns
 // and channel vector. Depthwise does ~9 FMAs per input load, so it runs at the speed its loads arrive: the
@@ -77,50 +86,82 @@ OPFUSE_TILE_FUNCTION void depthwise_tile(const depthwise_plan& P, const TensorVi
     });
 }
 
-// The common case (dilation 1, KW and SW known at compile time): per kernel row, each input column
-// vector is loaded once and feeds every (pixel, tap) pair that reads it, so a tile of MR pixels needs
-// (MR-1)*SW+KW loads for MR*KW FMAs instead of one load per FMA.
-template <class Arch, int MR, int KW, int SW, bool Inside, bool Full, class Chain>
-OPFUSE_TILE_FUNCTION void depthwise_row_tile(const depthwise_plan& P, const TensorView<const float, 4>& in,
-                                             const TensorView<float, 4>& out, const Chain& chain, index_t n,
-                                             index_t y, index_t x0, int valid, index_t cv) {
+// The common case: a square K x K kernel (3 or 5), dilation 1 along the row, row stride SW (1 or 2). One
+// call sweeps one output row for one channel vector. The K*K weight vectors are loaded once and stay in
+// registers for the whole row, and tiles of MR pixels load each input column vector of a kernel row once
+// for every (pixel, tap) pair that reads it: (MR-1)*SW+K loads for MR*K FMAs. Pixels whose taps reach the
+// left or right padding run one at a time, skipping those taps. Sweeping a whole row per channel vector
+// (instead of all channel vectors per tile of pixels) amortizes the weight loads and the set-up over the
+// row: measured 2.2x faster than 14-pixel tiles that reloaded weights per kernel row.
+template <class Arch, int MR, int K, int SW, bool Full, class Chain>
+OPFUSE_TILE_FUNCTION void depthwise_row_sweep(const depthwise_plan& P, const TensorView<const float, 4>& in,
+                                              const TensorView<float, 4>& out, const Chain& chain, index_t n,
+                                              index_t y, index_t cv, index_t inside_begin, index_t inside_end) {
     using B = xsimd::batch<float, Arch>;
     constexpr int S = int(B::size);
-    constexpr int COLS = (MR - 1) * SW + KW;
-    const index_t H = in.h(), W = in.w(), sH = in.stride(2), sW = in.stride(3);
+    constexpr int COLS = (MR - 1) * SW + K;
+    const index_t H = in.h(), W = in.w(), sH = in.stride(2), sW = in.stride(3), OW = out.w();
     const index_t c0 = cv * S;
-    const float* img = in.data() + n * in.stride(0) + c0;
-    const float* wbase = P.weights + cv * P.kh * KW * S;
     const int lanes = int(std::min<index_t>(S, P.channels - c0));
-    const index_t iw0 = x0 * SW - P.pl;
-    prefetch_next_rows<MR>(P, img, H, W, sH, sW, y, x0);
-    accumulators<Arch, MR, 1> acc;
-    zero<Arch, MR, 1>(acc);
-    for (index_t kh = 0; kh < P.kh; ++kh) {
+    const int tile_lanes[1] = {lanes};
+    const float* bias = P.bias + c0;
+    const float* img = in.data() + n * in.stride(0) + c0;
+    float* dst = out.data() + out.offset(n, c0, y, 0);
+    const index_t dst_step = out.stride(3);
+    const float* rows[K];  // kernel row kh reads input row rows[kh]; null when it is in the padding
+    static_for<K>([&](auto kh) {
         const index_t ih = y * P.sh - P.pt + kh * P.dh;
-        if (ih < 0 || ih >= H) continue;
-        const float* row = img + ih * sH + iw0 * sW;
-        B w[KW];
-        static_for<KW>([&](auto kw) { w[kw] = B::load_aligned(wbase + (kh * KW + kw) * S); });
-        static_for<COLS>([&](auto c) {
-            if (!Inside && (iw0 + c < 0 || iw0 + c >= W)) return;  // a padding column adds nothing
-            const float* p = row + c * sW;
-            const B a = Full ? B::load_unaligned(p) : load_channels<Arch>(p, 1, lanes);
-            static_for<KW>([&](auto kw) {
-                constexpr int d = decltype(c)::value - decltype(kw)::value;  // = i * SW
-                if constexpr (d >= 0 && d % SW == 0 && d / SW < MR) acc[d / SW][0] = xsimd::fma(a, w[kw], acc[d / SW][0]);
+        rows[kh] = (ih >= 0 && ih < H) ? img + ih * sH : nullptr;
+    });
+    B w[K][K];
+    static_for<K>([&](auto kh) {
+        static_for<K>([&](auto kw) { w[kh][kw] = B::load_aligned(P.weights + ((cv * K + kh) * K + kw) * S); });
+    });
+    auto load = [&](const float* p) { return Full ? B::load_unaligned(p) : load_channels<Arch>(p, 1, lanes); };
+
+    // One pixel; `Checked`: some of its taps may fall in the left/right padding.
+    auto pixel = [&](index_t x, auto checked) {
+        accumulators<Arch, 1, 1> acc;
+        zero<Arch, 1, 1>(acc);
+        const index_t iw0 = x * SW - P.pl;
+        static_for<K>([&](auto kh) {
+            if (rows[kh] == nullptr) return;
+            static_for<K>([&](auto kw) {
+                if (decltype(checked)::value && (iw0 + kw < 0 || iw0 + kw >= W)) return;
+                acc[0][0] = xsimd::fma(load(rows[kh] + (iw0 + kw) * sW), w[kh][kw], acc[0][0]);
             });
         });
-    }
-    // Epilogue on the whole tile, then the stores. Rows past `valid` (the row's tail) get the Site of the
-    // last real pixel, so an epilogue never reads an operand outside the output's extent.
-    const int tile_lanes[1] = {lanes};
-    apply_epilogue<Arch, MR, 1>(acc, P.bias + c0, chain, tile_lanes,
-                                [&](int i, int) { return Site{n, y, x0 + std::min(i, valid - 1), c0, lanes}; });
-    static_for<MR>([&](auto i) {
-        if (int(i) >= valid) return;
-        store_channels<Arch>(out.data() + out.offset(n, c0, y, x0 + i), 1, lanes, acc[i][0]);
-    });
+        apply_epilogue<Arch, 1, 1>(acc, bias, chain, tile_lanes, [&](int, int) { return Site{n, y, x, c0, lanes}; });
+        store_channels<Arch>(dst + x * dst_step, 1, lanes, acc[0][0]);
+    };
+    // MR pixels, all taps inside the row.
+    auto tile = [&](index_t x) {
+        accumulators<Arch, MR, 1> acc;
+        zero<Arch, MR, 1>(acc);
+        const index_t iw0 = x * SW - P.pl;
+        static_for<K>([&](auto kh) {
+            if (rows[kh] == nullptr) return;
+            const float* r = rows[kh] + iw0 * sW;
+            static_for<COLS>([&](auto c) {
+                const B a = load(r + c * sW);
+                static_for<K>([&](auto kw) {
+                    constexpr int d = decltype(c)::value - decltype(kw)::value;  // = i * SW
+                    if constexpr (d >= 0 && d % SW == 0 && d / SW < MR)
+                        acc[d / SW][0] = xsimd::fma(a, w[kh][kw], acc[d / SW][0]);
+                });
+            });
+        });
+        apply_epilogue<Arch, MR, 1>(acc, bias, chain, tile_lanes, [&](int i, int) { return Site{n, y, x + i, c0, lanes}; });
+        static_for<MR>([&](auto i) { store_channels<Arch>(dst + (x + i) * dst_step, 1, lanes, acc[i][0]); });
+    };
+
+    using checked = std::true_type;
+    using unchecked = std::false_type;
+    index_t x = 0;
+    for (; x < inside_begin; ++x) pixel(x, checked{});
+    for (; x + MR <= inside_end; x += MR) tile(x);
+    for (; x < inside_end; ++x) pixel(x, unchecked{});
+    for (; x < OW; ++x) pixel(x, checked{});
 }
 
 // Tiles of MR pixels along each output row, all channel vectors of a tile before the next tile.
@@ -131,9 +172,8 @@ void depthwise_rows(const depthwise_plan& P, const TensorView<const float, 4>& i
     constexpr int S = int(xsimd::batch<float, Arch>::size);
     const index_t N = out.n(), OH = out.h(), OW = out.w(), W = in.w();
     const index_t vectors = (P.channels + S - 1) / S, full_vectors = P.channels / S;
-    const index_t first_inside = std::min(OW, (P.pl + P.sw - 1) / P.sw);
-    const index_t last_reach = W - 1 - (P.kw - 1) * P.dw + P.pl;
-    const index_t end_inside = std::clamp<index_t>(last_reach < 0 ? 0 : last_reach / P.sw + 1, first_inside, OW);
+    const auto inside_columns = depthwise_inside_columns(P, W, OW);  // not a structured binding: captured below
+    const index_t first_inside = inside_columns.first, end_inside = inside_columns.second;
     exec.parallel_for(N * OH, [&](index_t t) {
         const index_t n = t / OH, y = t % OH;
         for (index_t x = 0; x < OW; x += MR) {
@@ -147,24 +187,35 @@ void depthwise_rows(const depthwise_plan& P, const TensorView<const float, 4>& i
 template <class Arch, class Chain, class Exec>
 void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
                     const Chain& chain, Exec& exec) {
-    constexpr bool wide = xsimd::batch<float, Arch>::size >= 16;
-    auto fast = [&](auto kw, auto sw) {
-        constexpr int KW = decltype(kw)::value, SW = decltype(sw)::value, MR = wide ? 14 : 7;
-        depthwise_rows<Arch, MR>(P, in, out, exec, [&](bool inside, bool full, index_t n, index_t y, index_t x,
-                                                       int valid, index_t cv) {
-            if (inside && full)
-                depthwise_row_tile<Arch, MR, KW, SW, true, true>(P, in, out, chain, n, y, x, valid, cv);
-            else if (full)
-                depthwise_row_tile<Arch, MR, KW, SW, false, true>(P, in, out, chain, n, y, x, valid, cv);
-            else
-                depthwise_row_tile<Arch, MR, KW, SW, false, false>(P, in, out, chain, n, y, x, valid, cv);
+    constexpr int S = int(xsimd::batch<float, Arch>::size);
+    constexpr bool wide = S >= 16;  // 32 vector registers: room for 25 weights of a 5x5 kernel
+    auto sweep = [&](auto k, auto sw) {
+        constexpr int K = decltype(k)::value, SW = decltype(sw)::value, MR = K == 3 ? (wide ? 6 : 4) : 4;
+        const auto inside_columns = depthwise_inside_columns(P, in.w(), out.w());
+        const index_t inside_begin = inside_columns.first, inside_end = inside_columns.second;
+        const index_t OH = out.h(), vectors = (P.channels + S - 1) / S, full_vectors = P.channels / S;
+        exec.parallel_for(out.n() * OH, [&](index_t t) {
+            const index_t n = t / OH, y = t % OH;
+            for (index_t cv = 0; cv < vectors; ++cv) {
+                if (cv < full_vectors)
+                    depthwise_row_sweep<Arch, MR, K, SW, true>(P, in, out, chain, n, y, cv, inside_begin, inside_end);
+                else
+                    depthwise_row_sweep<Arch, MR, K, SW, false>(P, in, out, chain, n, y, cv, inside_begin, inside_end);
+            }
         });
     };
     using std::integral_constant;
-    if (P.dw == 1 && P.kw == 3 && P.sw == 1) return fast(integral_constant<int, 3>{}, integral_constant<int, 1>{});
-    if (P.dw == 1 && P.kw == 3 && P.sw == 2) return fast(integral_constant<int, 3>{}, integral_constant<int, 2>{});
-    if (P.dw == 1 && P.kw == 5 && P.sw == 1) return fast(integral_constant<int, 5>{}, integral_constant<int, 1>{});
-    if (P.dw == 1 && P.kw == 5 && P.sw == 2) return fast(integral_constant<int, 5>{}, integral_constant<int, 2>{});
+    if (P.dw == 1 && P.kh == P.kw && (P.sw == 1 || P.sw == 2) && (P.kw == 3 || (wide && P.kw == 5))) {
+        const bool s1 = P.sw == 1;
+        if (P.kw == 3) {
+            if (s1) return sweep(integral_constant<int, 3>{}, integral_constant<int, 1>{});
+            return sweep(integral_constant<int, 3>{}, integral_constant<int, 2>{});
+        }
+        if constexpr (wide) {
+            if (s1) return sweep(integral_constant<int, 5>{}, integral_constant<int, 1>{});
+            return sweep(integral_constant<int, 5>{}, integral_constant<int, 2>{});
+        }
+    }
     constexpr int MR = wide ? 8 : 4;
     depthwise_rows<Arch, MR>(P, in, out, exec, [&](bool inside, bool full, index_t n, index_t y, index_t x,
                                                    int valid, index_t cv) {
