@@ -174,6 +174,14 @@ TEST_CASE("conv2d: grouped and depthwise", "[conv2d][sweep][depthwise]") {
         ++i;
         check_case(make(c, c, {7, 1}, 1, opfuse::Padding(3, 0, 3, 0), 1, c, 1, {1, 1}), 500 + std::uint32_t(i), i);
         ++i;
+        // the row sweep of 3x3/5x5: several tiles per row, a remainder pixel, padding only on the right,
+        // and dilation along H only (the sweep needs dilation 1 along W, not along H)
+        check_case(make(c, c, {5, 5}, 2, opfuse::Padding(2, 0, 1, 3), 1, c, 2, {9, 31}), 500 + std::uint32_t(i), i);
+        ++i;
+        ConvCase dilated_rows = make(c, c, {3, 3}, 1, opfuse::Padding(2, 1), 1, c, 1, {9, 27});
+        dilated_rows.dh = 2;
+        check_case(dilated_rows, 500 + std::uint32_t(i), i);
+        ++i;
     }
     // depthwise with a channel multiplier: out = 2 * in (and 3 * in), groups = in
     for (index_t c : {index_t(1), index_t(3), index_t(16), index_t(17), index_t(64)}) {
