@@ -82,6 +82,7 @@ void set_conv_counters(benchmark::State& state, const conv_shape& s, pattern p);
 
 // Registration, in run order (see bench_main.cpp).
 void register_peak_benchmarks();
+void register_fma_peak_again();  // the FMA peak once more, at the end of the run
 void register_opfuse_benchmarks(const conv_shape& s, int threads);
 #ifdef OPFUSE_BENCH_ONEDNN
 void register_onednn_benchmarks(const conv_shape& s, int threads);

@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
         register_onednn_benchmarks(s, 2);
 #endif
     }
+    register_fma_peak_again();
 #ifdef OPFUSE_BENCH_ONEDNN
     add_onednn_context();
 #endif

@@ -107,13 +107,12 @@ void stream(benchmark::State& state, bool triad) {
 // counters), which is what benchmarks/report uses as the peak when it is there.
 double max_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); }
 
-}  // namespace
-
-void register_peak_benchmarks() {
+// The FMA peak entries; `suffix` tells a second measurement apart (see register_fma_peak_again).
+void register_fma_peak(const std::string& suffix) {
     std::string isa = xsimd::default_arch::name();  // "avx512bw", "fma3+avx2", ...
     for (char& ch : isa)
         if (ch == '+') ch = '_';
-    const std::string fma = "peak/fma_" + isa;
+    const std::string fma = "peak/fma_" + isa + suffix;
     benchmark::RegisterBenchmark(fma.c_str(), [](benchmark::State& st) { fma_peak(st, 1); })
         ->ComputeStatistics("max", max_of)
         ->UseRealTime()
@@ -122,6 +121,17 @@ void register_peak_benchmarks() {
         ->ComputeStatistics("max", max_of)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+}
+
+}  // namespace
+
+// The clock of a shared VM drifts between phases of one run (a peak entry at the start read 190 GFLOP/s
+// while the convs after it reached 212), so the FMA peak is measured again at the end and the report
+// takes the higher of the two.
+void register_fma_peak_again() { register_fma_peak("@end"); }
+
+void register_peak_benchmarks() {
+    register_fma_peak("");
     benchmark::RegisterBenchmark("peak/stream_copy", [](benchmark::State& st) { stream(st, false); })
         ->ComputeStatistics("max", max_of)
         ->UseRealTime()
