@@ -58,9 +58,10 @@ struct shape_data {
     opfuse::aligned_buffer in, out, residual, weights;
     std::vector<float> bias, gamma, beta, mean, var;
 
-    opfuse::TensorView<const float, 4> in_view() const;
-    opfuse::TensorView<float, 4> out_view();
-    opfuse::TensorView<const float, 4> residual_view() const;
+    // The tensors as NHWC (the suite's default) or NCHW views of the same buffers.
+    opfuse::TensorView<const float, 4> in_view(opfuse::Layout l = opfuse::Layout::NHWC) const;
+    opfuse::TensorView<float, 4> out_view(opfuse::Layout l = opfuse::Layout::NHWC);
+    opfuse::TensorView<const float, 4> residual_view(opfuse::Layout l = opfuse::Layout::NHWC) const;
     opfuse::conv2d_params params(bool fold_batchnorm = true) const;
 };
 
@@ -74,7 +75,8 @@ opfuse::thread_pool& pool2();
 // the serial executor, call(true) on pool2(). Constructing it packs the weights (not timed).
 using layer_call = std::function<void(bool two_threads)>;
 layer_call make_opfuse_call(shape_data& d, pattern p, bool fused);
-layer_call make_fused_call(shape_data& d, pattern p);    // bench_layers_fused.cpp
+// bench_layers_fused.cpp; `layout` NCHW runs the same layer on NCHW views (conv/.../fused_nchw entries).
+layer_call make_fused_call(shape_data& d, pattern p, opfuse::Layout layout = opfuse::Layout::NHWC);
 layer_call make_unfused_call(shape_data& d, pattern p);  // bench_layers_unfused.cpp
 
 // The counters every conv entry reports.

@@ -10,17 +10,17 @@ namespace opfuse_bench {
 namespace layer_impl {
 
 template <class Layer, class... Ctor>
-layer_call bind(shape_data& d, const Ctor&... ctor) {
+layer_call bind(shape_data& d, opfuse::Layout layout, const Ctor&... ctor) {
     auto layer = std::make_shared<const Layer>(ctor...);
     shape_data* dp = &d;
-    return [layer, dp](bool two_threads) {
-        const auto in = dp->in_view();
-        const auto out = dp->out_view();
+    return [layer, dp, layout](bool two_threads) {
+        const auto in = dp->in_view(layout);
+        const auto out = dp->out_view(layout);
         if constexpr (Layer::tensor_operands == 1) {
             if (two_threads)
-                (*layer)(in, out, dp->residual_view(), pool2());
+                (*layer)(in, out, dp->residual_view(layout), pool2());
             else
-                (*layer)(in, out, dp->residual_view());
+                (*layer)(in, out, dp->residual_view(layout));
         } else {
             if (two_threads)
                 (*layer)(in, out, pool2());
@@ -31,7 +31,7 @@ layer_call bind(shape_data& d, const Ctor&... ctor) {
 }
 
 template <template <class, class...> class Kind>
-layer_call make_call(shape_data& d, pattern p) {
+layer_call make_call(shape_data& d, pattern p, opfuse::Layout l) {
     using namespace opfuse;
     const BiasAdd::params bias{span<const float>(d.bias.data(), d.bias.size())};
     const BatchNorm::params bn{span<const float>(d.gamma.data(), d.gamma.size()),
@@ -40,17 +40,17 @@ layer_call make_call(shape_data& d, pattern p) {
                                span<const float>(d.var.data(), d.var.size()), 1e-5f};
     switch (p) {
         case pattern::conv:
-            return bind<Kind<Conv2d>>(d, d.params());
+            return bind<Kind<Conv2d>>(d, l, d.params());
         case pattern::bias_relu:
-            return bind<Kind<Conv2d, BiasAdd, Relu>>(d, d.params(), bias, Relu::params{});
+            return bind<Kind<Conv2d, BiasAdd, Relu>>(d, l, d.params(), bias, Relu::params{});
         case pattern::bn_relu_folded:
-            return bind<Kind<Conv2d, BatchNorm, Relu>>(d, d.params(true), bn, Relu::params{});
+            return bind<Kind<Conv2d, BatchNorm, Relu>>(d, l, d.params(true), bn, Relu::params{});
         case pattern::bn_relu_epilogue:
-            return bind<Kind<Conv2d, BatchNorm, Relu>>(d, d.params(false), bn, Relu::params{});
+            return bind<Kind<Conv2d, BatchNorm, Relu>>(d, l, d.params(false), bn, Relu::params{});
         case pattern::bn_add_relu:
-            return bind<Kind<Conv2d, BatchNorm, Add, Relu>>(d, d.params(), bn, Add::params{}, Relu::params{});
+            return bind<Kind<Conv2d, BatchNorm, Add, Relu>>(d, l, d.params(), bn, Add::params{}, Relu::params{});
         case pattern::bias_relu6:
-            return bind<Kind<Conv2d, BiasAdd, Relu6>>(d, d.params(), bias, Relu6::params{});
+            return bind<Kind<Conv2d, BiasAdd, Relu6>>(d, l, d.params(), bias, Relu6::params{});
     }
     return {};
 }
@@ -58,8 +58,8 @@ layer_call make_call(shape_data& d, pattern p) {
 }  // namespace layer_impl
 
 template <template <class, class...> class Kind>
-layer_call make_layer_call(shape_data& d, pattern p) {
-    return layer_impl::make_call<Kind>(d, p);
+layer_call make_layer_call(shape_data& d, pattern p, opfuse::Layout layout) {
+    return layer_impl::make_call<Kind>(d, p, layout);
 }
 
 }  // namespace opfuse_bench

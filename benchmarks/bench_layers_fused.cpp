@@ -3,6 +3,8 @@
 
 namespace opfuse_bench {
 
-layer_call make_fused_call(shape_data& d, pattern p) { return make_layer_call<opfuse::fused>(d, p); }
+layer_call make_fused_call(shape_data& d, pattern p, opfuse::Layout layout) {
+    return make_layer_call<opfuse::fused>(d, p, layout);
+}
 
 }  // namespace opfuse_bench

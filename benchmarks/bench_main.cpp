@@ -3,6 +3,9 @@
 //   2. per shape, 1 thread: conv/<shape>/<pattern>/{fused,unfused}   (bench_opfuse.cpp)
 //                           onednn/<shape>/<pattern>                 (bench_onednn.cpp, when dnnl is found)
 //   3. per dense shape, 2 threads: the same with a /t2 suffix, bn_relu_folded (and oneDNN bn_relu) only.
+//   4. linear/... and onednn_linear/..., 1 then 2 threads (bench_linear.cpp, bench_onednn_linear.cpp)
+//   5. the FMA peak again (peak/fma_<isa>@end)
+// The expr/... entries register themselves at static initialisation and run first.
 // Entries of one shape run back to back so that they see the same clock and bandwidth (this VM drifts).
 #include <cmath>
 #include <map>
@@ -10,7 +13,7 @@
 #include <random>
 #include <string>
 
-#include "bench_common.hpp"
+#include "bench_linear.hpp"
 
 namespace opfuse_bench {
 
@@ -59,14 +62,14 @@ double min_bytes(const conv_shape& s, pattern p) {
     return elems * sizeof(float);
 }
 
-opfuse::TensorView<const float, 4> shape_data::in_view() const {
-    return opfuse::nhwc(in.data(), 1, shape.hw, shape.hw, shape.cin);
+opfuse::TensorView<const float, 4> shape_data::in_view(opfuse::Layout l) const {
+    return opfuse::make_view<const float>(in.data(), l, 1, shape.cin, shape.hw, shape.hw);
 }
-opfuse::TensorView<float, 4> shape_data::out_view() {
-    return opfuse::nhwc(out.data(), 1, shape.out_hw(), shape.out_hw(), shape.cout);
+opfuse::TensorView<float, 4> shape_data::out_view(opfuse::Layout l) {
+    return opfuse::make_view(out.data(), l, 1, shape.cout, shape.out_hw(), shape.out_hw());
 }
-opfuse::TensorView<const float, 4> shape_data::residual_view() const {
-    return opfuse::nhwc(residual.data(), 1, shape.out_hw(), shape.out_hw(), shape.cout);
+opfuse::TensorView<const float, 4> shape_data::residual_view(opfuse::Layout l) const {
+    return opfuse::make_view<const float>(residual.data(), l, 1, shape.cout, shape.out_hw(), shape.out_hw());
 }
 
 opfuse::conv2d_params shape_data::params(bool fold_batchnorm) const {
@@ -151,6 +154,7 @@ int main(int argc, char** argv) {
         register_onednn_benchmarks(s, 2);
 #endif
     }
+    register_linear_benchmarks();
     register_fma_peak_again();
 #ifdef OPFUSE_BENCH_ONEDNN
     add_onednn_context();

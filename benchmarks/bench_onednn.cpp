@@ -24,12 +24,12 @@
 #include <cmath>
 #include <dirent.h>
 #include <memory>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "bench_common.hpp"
+#include "bench_onednn.hpp"
 
 namespace opfuse_bench {
 namespace {
@@ -63,21 +63,6 @@ pattern opfuse_peer(onednn_pattern p) {
     return pattern::conv;
 }
 
-dnnl::engine& engine() {
-    static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-    return eng;
-}
-
-int os_threads() {
-    int n = 0;
-    if (DIR* dir = opendir("/proc/self/task")) {
-        while (const dirent* e = readdir(dir))
-            if (e->d_name[0] != '.') ++n;
-        closedir(dir);
-    }
-    return n;
-}
-
 struct onednn_layer {
     dnnl::convolution_forward conv;
     std::unordered_map<int, memory> args;
@@ -89,7 +74,7 @@ struct onednn_layer {
 
 std::unique_ptr<onednn_layer> build(shape_data& d, onednn_pattern p) {
     const conv_shape& s = d.shape;
-    dnnl::engine& eng = engine();
+    dnnl::engine& eng = onednn_engine();
     const memory::dim N = 1, IC = s.cin, OC = s.cout, H = s.hw, OH = s.out_hw(), K = s.k, G = s.groups;
     const bool with_bias = p == onednn_pattern::bias_relu || p == onednn_pattern::bias_relu6;
     const bool with_bn = p == onednn_pattern::bn_relu || p == onednn_pattern::bn_add_relu;
@@ -167,6 +152,21 @@ double compare_with_opfuse(shape_data& d, onednn_pattern p, onednn_layer& layer,
 
 }  // namespace
 
+dnnl::engine& onednn_engine() {
+    static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    return eng;
+}
+
+int os_threads() {
+    int n = 0;
+    if (DIR* dir = opendir("/proc/self/task")) {
+        while (const dirent* e = readdir(dir))
+            if (e->d_name[0] != '.') ++n;
+        closedir(dir);
+    }
+    return n;
+}
+
 void register_onednn_benchmarks(const conv_shape& s, int threads) {
     std::vector<onednn_pattern> ps = {onednn_pattern::conv, onednn_pattern::bias_relu, onednn_pattern::bn_relu,
                                       onednn_pattern::bn_add_relu};
@@ -178,7 +178,7 @@ void register_onednn_benchmarks(const conv_shape& s, int threads) {
         auto cached = std::make_shared<std::unique_ptr<onednn_layer>>();
         benchmark::RegisterBenchmark(name.c_str(), [s, p, threads, cached](benchmark::State& state) {
             omp_set_num_threads(threads);
-            dnnl::stream st(engine());
+            dnnl::stream st(onednn_engine());
             try {
                 if (!*cached) {
                     shape_data& d = data_for(s);

@@ -69,6 +69,9 @@ std::size_t check_chain() {
 // are few and chosen to cover: folding 2 / 1 / 0 leading epilogues, a foldable type after the folded
 // prefix (applied, not folded), tensor operands, and per-channel epilogues after an activation. The
 // operand order of several Add/Mul is covered by test_epilogues.cpp (Add, f, Add, g, Mul chains).
+TEST_CASE("chain: Conv alone (unfused<Conv2d> runs no epilogue pass)", "[chain]") {
+    CHECK(check_chain<>() == 0);
+}
 TEST_CASE("chain: Conv + BiasAdd + BatchNorm + Add + Relu", "[chain]") {
     CHECK(check_chain<BiasAddSpec, BatchNormSpec, AddSpec, ReluSpec>() == 2);
 }

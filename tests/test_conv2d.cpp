@@ -183,6 +183,17 @@ TEST_CASE("conv2d: grouped and depthwise", "[conv2d][sweep][depthwise]") {
         check_case(dilated_rows, 500 + std::uint32_t(i), i);
         ++i;
     }
+    // channel-strided (NCHW) inputs run on per-row NHWC band copies of blocks of channels: rows wide enough
+    // to need several channel blocks per row (3 x 200 x 16 floats per block), and rows too wide for one
+    // block of a single channel vector (the per-channel fallback)
+    for (index_t c : {index_t(37), index_t(65)}) {
+        check_case(make(c, c, {3, 3}, 1, 1, 1, c, 2, {4, 200}), 500 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(c, c, {3, 3}, 2, opfuse::Padding(1, 0, 1, 2), 1, c, 1, {5, 203}), 500 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(c, c, {7, 7}, 1, 3, 1, c, 1, {3, 400}), 500 + std::uint32_t(i), i);
+        ++i;
+    }
     // depthwise with a channel multiplier: out = 2 * in (and 3 * in), groups = in
     for (index_t c : {index_t(1), index_t(3), index_t(16), index_t(17), index_t(64)}) {
         check_case(make(c, 2 * c, {3, 3}, 1, 1, 1, c, 1, {13, 11}), 500 + std::uint32_t(i), i);

@@ -41,14 +41,18 @@ private:
     template <class Operands, class Exec, std::size_t... I>
     void passes(const TensorView<float, 4>& t, const Operands& operands, Exec& exec,
                 std::index_sequence<I...>) const {
-        [[maybe_unused]] std::size_t k = 0;  // next operand
-        [[maybe_unused]] auto one = [&](const auto& e) {
-            using E = std::decay_t<decltype(e)>;
-            const TensorView<const float, 4>* operand = nullptr;
-            if constexpr (reads_tensor_v<E>) operand = &operands[k++];
-            detail::epilogue_pass<Arch>(e, t, operand, exec);
-        };
-        (one(std::get<I>(this->eps_)), ...);
+        if constexpr (sizeof...(I) > 0) {  // (without epilogues, GCC 12 calls `k` set but unused)
+            std::size_t k = 0;                 // next operand
+            auto one = [&](const auto& e) {
+                using E = std::decay_t<decltype(e)>;
+                const TensorView<const float, 4>* operand = nullptr;
+                if constexpr (reads_tensor_v<E>) operand = &operands[k++];
+                detail::epilogue_pass<Arch>(e, t, operand, exec);
+            };
+            (one(std::get<I>(this->eps_)), ...);
+        } else {
+            (void)t, (void)operands, (void)exec;
+        }
     }
 };
 

@@ -1,6 +1,6 @@
 // Conv2d, the main op: validates its hyper-parameters, packs the OIHW weights once (folding a per-channel
 // scale and shift when fused<> asks it to) and runs the loop nest that suits the layer:
-//   depthwise (1 input and 1 output channel per group, NHWC) -> conv2d_depthwise.hpp
+//   depthwise (1 input and 1 output channel per group)       -> conv2d_depthwise.hpp
 //   everything else (dense, grouped, NCHW, ...)              -> conv2d_direct.hpp
 #pragma once
 
@@ -111,14 +111,12 @@ public:
     void run(const TensorView<const float, 4>& in, const TensorView<float, 4>& out, const Chain& chain,
              Exec& exec) const {
         const Padding& q = p_.padding;
-        if (depthwise_ && in.stride(1) == 1 && out.stride(1) == 1) {
+        if (depthwise_) {
             const detail::depthwise_plan plan{p_.out_channels, p_.kernel.h, p_.kernel.w, p_.stride.h, p_.stride.w,
                                               q.top,           q.left,      p_.dilation.h, p_.dilation.w,
                                               weights_.data(), bias_.data(), zeros_.data()};
-            detail::depthwise_conv<Arch>(plan, in, out, chain, exec);
-            return;
-        }
-        if (depthwise_) {
+            if (detail::depthwise_supports<Arch>(plan, in)) return detail::depthwise_conv<Arch>(plan, in, out, chain, exec);
+            // A channel-strided input too wide for the stack band: one group per channel.
             run_direct<1>(in, out, chain, exec, direct_depthwise_.data());
             return;
         }

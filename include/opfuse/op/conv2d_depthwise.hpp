@@ -20,6 +20,10 @@ struct depthwise_plan {
     const float* weights;  // packed [channel vector][kh][kw][S], zero-padded past `channels`
     const float* bias;     // per channel, zero-padded
     const float* zeros;    // >= S zeros
+    // The output channel of channel 0 of `weights`, `bias` and the input: non-zero when the input is a band
+    // copy of a block of channels (channel-strided inputs, see depthwise_conv). Only the output offset and
+    // the epilogue's Site use it.
+    index_t channel_base = 0;
 };
 
 // Output pixels [begin, end) of a row read no padding column: x*SW - pl >= 0 and its last tap < W.
@@ -54,7 +58,7 @@ OPFUSE_TILE_FUNCTION void depthwise_tile(const depthwise_plan& P, const TensorVi
     using B = xsimd::batch<float, Arch>;
     constexpr int S = int(B::size);
     const index_t H = in.h(), W = in.w(), sH = in.stride(2), sW = in.stride(3);
-    const index_t c0 = cv * S;
+    const index_t c0 = cv * S, oc0 = P.channel_base + c0;
     const float* img = in.data() + n * in.stride(0) + c0;
     const float* wbase = P.weights + cv * P.kh * P.kw * S;
     const int lanes = int(std::min<index_t>(S, P.channels - c0));
@@ -80,10 +84,10 @@ OPFUSE_TILE_FUNCTION void depthwise_tile(const depthwise_plan& P, const TensorVi
     // last real pixel, so an epilogue never reads an operand outside the output's extent.
     const int tile_lanes[1] = {lanes};
     apply_epilogue<Arch, MR, 1>(acc, P.bias + c0, chain, tile_lanes,
-                                [&](int i, int) { return Site{n, y, x0 + std::min(i, valid - 1), c0, lanes}; });
+                                [&](int i, int) { return Site{n, y, x0 + std::min(i, valid - 1), oc0, lanes}; });
     static_for<MR>([&](auto i) {
         if (int(i) >= valid) return;
-        store_channels<Arch>(out.data() + out.offset(n, c0, y, x0 + i), 1, lanes, acc[i][0]);
+        store_channels<Arch>(out.data() + out.offset(n, oc0, y, x0 + i), out.stride(1), lanes, acc[i][0]);
     });
 }
 
@@ -102,13 +106,13 @@ OPFUSE_TILE_FUNCTION void depthwise_row_sweep(const depthwise_plan& P, const Ten
     constexpr int S = int(B::size);
     constexpr int COLS = (MR - 1) * SW + K;
     const index_t H = in.h(), W = in.w(), sH = in.stride(2), sW = in.stride(3), OW = out.w();
-    const index_t c0 = cv * S;
+    const index_t c0 = cv * S, oc0 = P.channel_base + c0;
     const int lanes = int(std::min<index_t>(S, P.channels - c0));
     const int tile_lanes[1] = {lanes};
     const float* bias = P.bias + c0;
     const float* img = in.data() + n * in.stride(0) + c0;
-    float* dst = out.data() + out.offset(n, c0, y, 0);
-    const index_t dst_step = out.stride(3);
+    float* dst = out.data() + out.offset(n, oc0, y, 0);
+    const index_t dst_step = out.stride(3), cs = out.stride(1);
     const float* rows[K];  // kernel row kh reads input row rows[kh]; null when it is in the padding
     static_for<K>([&](auto kh) {
         const index_t ih = y * P.sh - P.pt + kh * P.dh;
@@ -132,8 +136,8 @@ OPFUSE_TILE_FUNCTION void depthwise_row_sweep(const depthwise_plan& P, const Ten
                 acc[0][0] = xsimd::fma(load(rows[kh] + (iw0 + kw) * sW), w[kh][kw], acc[0][0]);
             });
         });
-        apply_epilogue<Arch, 1, 1>(acc, bias, chain, tile_lanes, [&](int, int) { return Site{n, y, x, c0, lanes}; });
-        store_channels<Arch>(dst + x * dst_step, 1, lanes, acc[0][0]);
+        apply_epilogue<Arch, 1, 1>(acc, bias, chain, tile_lanes, [&](int, int) { return Site{n, y, x, oc0, lanes}; });
+        store_channels<Arch>(dst + x * dst_step, cs, lanes, acc[0][0]);
     };
     // MR pixels, all taps inside the row.
     auto tile = [&](index_t x) {
@@ -152,8 +156,8 @@ OPFUSE_TILE_FUNCTION void depthwise_row_sweep(const depthwise_plan& P, const Ten
                 });
             });
         });
-        apply_epilogue<Arch, MR, 1>(acc, bias, chain, tile_lanes, [&](int i, int) { return Site{n, y, x + i, c0, lanes}; });
-        static_for<MR>([&](auto i) { store_channels<Arch>(dst + (x + i) * dst_step, 1, lanes, acc[i][0]); });
+        apply_epilogue<Arch, MR, 1>(acc, bias, chain, tile_lanes, [&](int i, int) { return Site{n, y, x + i, oc0, lanes}; });
+        static_for<MR>([&](auto i) { store_channels<Arch>(dst + (x + i) * dst_step, cs, lanes, acc[i][0]); });
     };
 
     using checked = std::true_type;
@@ -165,45 +169,24 @@ OPFUSE_TILE_FUNCTION void depthwise_row_sweep(const depthwise_plan& P, const Ten
     for (; x < OW; ++x) pixel(x, checked{});
 }
 
-// Tiles of MR pixels along each output row, all channel vectors of a tile before the next tile.
-// Tile(inside, full, n, y, x, valid, cv) computes one tile.
-template <class Arch, int MR, class Tile, class Exec>
-void depthwise_rows(const depthwise_plan& P, const TensorView<const float, 4>& in,
-                    const TensorView<float, 4>& out, Exec& exec, const Tile& tile) {
+// Output row y of image n, every channel vector: the row sweep for 3x3 (and 5x5 on AVX-512) kernels with
+// dilation 1 along the row and stride 1 or 2; otherwise tiles of MR pixels, all channel vectors of a tile
+// before the next tile.
+template <class Arch, class Chain>
+void depthwise_row(const depthwise_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
+                   const Chain& chain, index_t n, index_t y) {
     constexpr int S = int(xsimd::batch<float, Arch>::size);
-    const index_t N = out.n(), OH = out.h(), OW = out.w(), W = in.w();
+    constexpr bool wide = S >= 16;  // 32 vector registers: room for the 25 weights of a 5x5 kernel
     const index_t vectors = (P.channels + S - 1) / S, full_vectors = P.channels / S;
-    const auto inside_columns = depthwise_inside_columns(P, W, OW);  // not a structured binding: captured below
-    const index_t first_inside = inside_columns.first, end_inside = inside_columns.second;
-    exec.parallel_for(N * OH, [&](index_t t) {
-        const index_t n = t / OH, y = t % OH;
-        for (index_t x = 0; x < OW; x += MR) {
-            const int valid = int(std::min<index_t>(MR, OW - x));
-            const bool inside = x >= first_inside && x + MR <= end_inside;
-            for (index_t cv = 0; cv < vectors; ++cv) tile(inside, cv < full_vectors, n, y, x, valid, cv);
-        }
-    });
-}
-
-template <class Arch, class Chain, class Exec>
-void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
-                    const Chain& chain, Exec& exec) {
-    constexpr int S = int(xsimd::batch<float, Arch>::size);
-    constexpr bool wide = S >= 16;  // 32 vector registers: room for 25 weights of a 5x5 kernel
-    auto sweep = [&](auto k, auto sw) {
+    const auto [inside_begin, inside_end] = depthwise_inside_columns(P, in.w(), out.w());
+    auto sweep = [&, inside_begin = inside_begin, inside_end = inside_end](auto k, auto sw) {
         constexpr int K = decltype(k)::value, SW = decltype(sw)::value, MR = K == 3 ? (wide ? 6 : 4) : 4;
-        const auto inside_columns = depthwise_inside_columns(P, in.w(), out.w());
-        const index_t inside_begin = inside_columns.first, inside_end = inside_columns.second;
-        const index_t OH = out.h(), vectors = (P.channels + S - 1) / S, full_vectors = P.channels / S;
-        exec.parallel_for(out.n() * OH, [&](index_t t) {
-            const index_t n = t / OH, y = t % OH;
-            for (index_t cv = 0; cv < vectors; ++cv) {
-                if (cv < full_vectors)
-                    depthwise_row_sweep<Arch, MR, K, SW, true>(P, in, out, chain, n, y, cv, inside_begin, inside_end);
-                else
-                    depthwise_row_sweep<Arch, MR, K, SW, false>(P, in, out, chain, n, y, cv, inside_begin, inside_end);
-            }
-        });
+        for (index_t cv = 0; cv < vectors; ++cv) {
+            if (cv < full_vectors)
+                depthwise_row_sweep<Arch, MR, K, SW, true>(P, in, out, chain, n, y, cv, inside_begin, inside_end);
+            else
+                depthwise_row_sweep<Arch, MR, K, SW, false>(P, in, out, chain, n, y, cv, inside_begin, inside_end);
+        }
     };
     using std::integral_constant;
     if (P.dw == 1 && P.kh == P.kw && (P.sw == 1 || P.sw == 2) && (P.kw == 3 || (wide && P.kw == 5))) {
@@ -218,14 +201,75 @@ void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& i
         }
     }
     constexpr int MR = wide ? 8 : 4;
-    depthwise_rows<Arch, MR>(P, in, out, exec, [&](bool inside, bool full, index_t n, index_t y, index_t x,
-                                                   int valid, index_t cv) {
-        if (inside && full)
-            depthwise_tile<Arch, MR, true, true>(P, in, out, chain, n, y, x, valid, cv);
-        else if (full)
-            depthwise_tile<Arch, MR, false, true>(P, in, out, chain, n, y, x, valid, cv);
-        else
-            depthwise_tile<Arch, MR, false, false>(P, in, out, chain, n, y, x, valid, cv);
+    const index_t OW = out.w();
+    for (index_t x = 0; x < OW; x += MR) {
+        const int valid = int(std::min<index_t>(MR, OW - x));
+        const bool inside = x >= inside_begin && x + MR <= inside_end;
+        for (index_t cv = 0; cv < vectors; ++cv) {
+            if (inside && cv < full_vectors)
+                depthwise_tile<Arch, MR, true, true>(P, in, out, chain, n, y, x, valid, cv);
+            else if (cv < full_vectors)
+                depthwise_tile<Arch, MR, false, true>(P, in, out, chain, n, y, x, valid, cv);
+            else
+                depthwise_tile<Arch, MR, false, false>(P, in, out, chain, n, y, x, valid, cv);
+        }
+    }
+}
+
+// Floats of the per-task stack band that holds a channel-strided input in NHWC order (64 KiB).
+inline constexpr index_t depthwise_band_capacity = 16384;
+
+// Whether depthwise_conv can run this input: channel-contiguous, or a band of one vector of channels over
+// the input rows of one output row fits the stack band.
+template <class Arch>
+bool depthwise_supports(const depthwise_plan& P, const TensorView<const float, 4>& in) {
+    constexpr index_t S = index_t(xsimd::batch<float, Arch>::size);
+    return in.stride(1) == 1 || ((P.kh - 1) * P.dh + 1) * in.w() * S <= depthwise_band_capacity;
+}
+
+// Any output strides (NHWC, NCHW, ...). A channel-contiguous input is read in place. A channel-strided
+// input (NCHW) is copied, per output row and block of channels, into an NHWC band on the stack (the kernel
+// rows it reads, zero rows in the padding), and the row runs on the band: the copy costs KH moves per input
+// value against KH*KW FMAs, while gathering each tap lane by lane would cost one load per FMA.
+template <class Arch, class Chain, class Exec>
+void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
+                    const Chain& chain, Exec& exec) {
+    const index_t N = out.n(), OH = out.h();
+    if (in.stride(1) == 1) {
+        exec.parallel_for(N * OH, [&](index_t t) { depthwise_row<Arch>(P, in, out, chain, t / OH, t % OH); });
+        return;
+    }
+    constexpr index_t S = index_t(xsimd::batch<float, Arch>::size);
+    const index_t H = in.h(), W = in.w(), rows = (P.kh - 1) * P.dh + 1;
+    const index_t block = std::max<index_t>(S, depthwise_band_capacity / (rows * W) / S * S);  // channels
+    const index_t blocks = (P.channels + block - 1) / block;
+    exec.parallel_for(N * OH * blocks, [&](index_t t) {
+        const index_t b = t % blocks, y = (t / blocks) % OH, n = t / blocks / OH;
+        const index_t c0 = b * block, cb = std::min(block, P.channels - c0);
+        alignas(64) float band[depthwise_band_capacity];
+        const index_t top = y * P.sh - P.pt;
+        for (index_t r = 0; r < rows; ++r) {
+            const index_t ih = top + r;
+            float* dst = band + r * W * cb;
+            if (ih < 0 || ih >= H) {
+                std::fill(dst, dst + W * cb, 0.f);
+                continue;
+            }
+            for (index_t c = 0; c < cb; ++c) {
+                const float* src = in.data() + in.offset(n, c0 + c, ih, 0);
+                for (index_t x = 0; x < W; ++x) dst[x * cb + c] = src[x * in.stride(3)];
+            }
+        }
+        // The band as image n of `rows` rows whose row 0 is input row `top` (its padding rows are zeros).
+        // (n + 1 images of stride 0, so that the output's image index n can be used as it is).
+        const TensorView<const float, 4> bv(band, {n + 1, cb, rows, W}, {0, 1, W * cb, cb});
+        depthwise_plan Q = P;
+        Q.channels = cb;
+        Q.pt = 0, Q.sh = 0;  // output row y reads band rows 0, dh, 2 dh, ...
+        Q.weights = P.weights + (c0 / S) * P.kh * P.kw * S;
+        Q.bias = P.bias + c0;
+        Q.channel_base = P.channel_base + c0;
+        depthwise_row<Arch>(Q, bv, out, chain, n, y);
     });
 }
 
