@@ -19,8 +19,8 @@ ConvCase shape(int i) {
         case 1:  // 1x1 stride 2, 65 output channels, batch 3
             c.cin = 7, c.cout = 65, c.sh = c.sw = 2, c.n = 3, c.h = 5, c.w = 9;
             break;
-        case 2:  // depthwise 5x5, 65 channels (NHWC: the depthwise kernel)
-            c.cin = c.cout = c.groups = 65, c.kh = c.kw = 5, c.pad = opfuse::Padding(2, 1, 2, 3), c.h = 20, c.w = 7;
+        case 2:  // depthwise 5x5, 65 channels; 70 columns: an NCHW input runs on 3 channel blocks of the band
+            c.cin = c.cout = c.groups = 65, c.kh = c.kw = 5, c.pad = opfuse::Padding(2, 1, 2, 3), c.h = 20, c.w = 70;
             break;
         default:  // grouped with a channel multiplier: 17 in, 34 out, groups 17
             c.cin = 17, c.cout = 34, c.groups = 17, c.kh = c.kw = 3, c.pad = 1, c.h = 5, c.w = 9;

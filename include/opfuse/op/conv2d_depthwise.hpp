@@ -9,6 +9,7 @@
 
 #include "../core/static_for.hpp"
 #include "../kernel/epilogue_tile.hpp"
+#include "../kernel/nhwc_band.hpp"
 #include "../kernel/vector_io.hpp"
 #include "../epilogue/site.hpp"
 
@@ -228,9 +229,9 @@ bool depthwise_supports(const depthwise_plan& P, const TensorView<const float, 4
 }
 
 // Any output strides (NHWC, NCHW, ...). A channel-contiguous input is read in place. A channel-strided
-// input (NCHW) is copied, per output row and block of channels, into an NHWC band on the stack (the kernel
-// rows it reads, zero rows in the padding), and the row runs on the band: the copy costs KH moves per input
-// value against KH*KW FMAs, while gathering each tap lane by lane would cost one load per FMA.
+// input (NCHW) is copied, per block of channels, into a sliding NHWC band on the stack (the kernel rows of
+// one output row, zero rows in the padding; nhwc_band.hpp) and each row runs on the band: about one
+// transposing move per input value, where gathering every tap lane by lane would cost one load per FMA.
 template <class Arch, class Chain, class Exec>
 void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
                     const Chain& chain, Exec& exec) {
@@ -240,36 +241,25 @@ void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& i
         return;
     }
     constexpr index_t S = index_t(xsimd::batch<float, Arch>::size);
-    const index_t H = in.h(), W = in.w(), rows = (P.kh - 1) * P.dh + 1;
+    constexpr index_t chunk = 8;  // output rows per task: the band is copied whole once per chunk
+    const index_t W = in.w(), rows = (P.kh - 1) * P.dh + 1;
     const index_t block = std::max<index_t>(S, depthwise_band_capacity / (rows * W) / S * S);  // channels
-    const index_t blocks = (P.channels + block - 1) / block;
-    exec.parallel_for(N * OH * blocks, [&](index_t t) {
-        const index_t b = t % blocks, y = (t / blocks) % OH, n = t / blocks / OH;
+    const index_t blocks = (P.channels + block - 1) / block, chunks = (OH + chunk - 1) / chunk;
+    exec.parallel_for(N * blocks * chunks, [&](index_t t) {
+        const index_t y0 = (t % chunks) * chunk, b = (t / chunks) % blocks, n = t / chunks / blocks;
         const index_t c0 = b * block, cb = std::min(block, P.channels - c0);
-        alignas(64) float band[depthwise_band_capacity];
-        const index_t top = y * P.sh - P.pt;
-        for (index_t r = 0; r < rows; ++r) {
-            const index_t ih = top + r;
-            float* dst = band + r * W * cb;
-            if (ih < 0 || ih >= H) {
-                std::fill(dst, dst + W * cb, 0.f);
-                continue;
-            }
-            for (index_t c = 0; c < cb; ++c) {
-                const float* src = in.data() + in.offset(n, c0 + c, ih, 0);
-                for (index_t x = 0; x < W; ++x) dst[x * cb + c] = src[x * in.stride(3)];
-            }
-        }
-        // The band as image n of `rows` rows whose row 0 is input row `top` (its padding rows are zeros).
-        // (n + 1 images of stride 0, so that the output's image index n can be used as it is).
-        const TensorView<const float, 4> bv(band, {n + 1, cb, rows, W}, {0, 1, W * cb, cb});
+        alignas(64) float storage[depthwise_band_capacity];
+        nhwc_band band(storage, rows, W, cb);
         depthwise_plan Q = P;
         Q.channels = cb;
         Q.pt = 0, Q.sh = 0;  // output row y reads band rows 0, dh, 2 dh, ...
         Q.weights = P.weights + (c0 / S) * P.kh * P.kw * S;
         Q.bias = P.bias + c0;
         Q.channel_base = P.channel_base + c0;
-        depthwise_row<Arch>(Q, bv, out, chain, n, y);
+        for (index_t y = y0; y < std::min(OH, y0 + chunk); ++y) {
+            band.slide_to(in, n, c0, y * P.sh - P.pt);
+            depthwise_row<Arch>(Q, band.view(n + 1), out, chain, n, y);
+        }
     });
 }
 

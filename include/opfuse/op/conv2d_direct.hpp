@@ -9,6 +9,7 @@
 
 #include "../kernel/epilogue_tile.hpp"
 #include "../kernel/gemm_tile.hpp"
+#include "../kernel/nhwc_band.hpp"
 #include "../kernel/stream_store.hpp"
 #include "../kernel/vector_io.hpp"
 #include "../epilogue/site.hpp"
@@ -248,28 +249,24 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         return;
     }
 
-    // Channel-strided input (NCHW) whose band of input rows for one output row fits on the stack: copy the
-    // band once per output row into NHWC order and run the channel-contiguous tiles on the copy. The copy
-    // costs KH*W*Cin moves against OW*Cout*KH*KW*Cin FMAs.
+    // Channel-strided input (NCHW) whose band of input rows for one output row fits on the stack: keep the
+    // rows that the output row reads in a sliding NHWC band (nhwc_band.hpp) and run the channel-contiguous
+    // tiles on it. A task is a chunk of output rows, so each input row is transposed about once: W*Cin moves
+    // per input row against OW*Cout*KH*KW*Cin FMAs.
     if (band_rows * W * P.cin_g <= band_capacity) {
-        exec.parallel_for(N * P.groups * OH, [&](index_t t) {
-            const index_t y = t % OH, g = (t / OH) % P.groups, n = t / OH / P.groups;
-            alignas(64) float band[band_capacity];
-            const index_t top = y * P.sh - P.pt, lo = std::max<index_t>(0, top);
-            const index_t hi = std::min(H, top + band_rows);
-            for (index_t r = lo; r < hi; ++r)
-                for (index_t c = 0; c < P.cin_g; ++c) {
-                    const float* src = in.data() + in.offset(n, g * P.cin_g + c, r, 0);
-                    float* dst = band + (r - lo) * W * P.cin_g + c;
-                    for (index_t x = 0; x < W; ++x) dst[x * P.cin_g] = src[x * in.stride(3)];
-                }
-            // The band as an image of hi-lo rows, whose row 0 is input row lo.
-            const TensorView<const float, 4> bv(band, {1, P.cin_g, std::max<index_t>(hi - lo, 0), W},
-                                                {0, 1, W * P.cin_g, P.cin_g});
+        constexpr index_t chunk = 8;  // output rows per task: the band is copied whole once per chunk
+        const index_t chunks = (OH + chunk - 1) / chunk;
+        exec.parallel_for(N * P.groups * chunks, [&](index_t t) {
+            const index_t y0 = (t % chunks) * chunk, g = (t / chunks) % P.groups, n = t / chunks / P.groups;
+            alignas(64) float storage[band_capacity];
+            nhwc_band band(storage, band_rows, W, P.cin_g);
             direct_plan Q = P;
-            Q.pt = P.pt + lo;
+            Q.pt = 0, Q.sh = 0;  // output row y reads band rows 0, dh, 2 dh, ...
             Q.in_group_offset = 0;
-            band_row(Q, bv, n, g, y);
+            for (index_t y = y0; y < std::min(OH, y0 + chunk); ++y) {
+                band.slide_to(in, n, g * P.cin_g, y * P.sh - P.pt);
+                band_row(Q, band.view(n + 1), n, g, y);
+            }
         });
         return;
     }
