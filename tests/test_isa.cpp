@@ -53,6 +53,15 @@ std::vector<std::pair<ConvCase, std::pair<Store, Store>>> isa_cases() {
     c = {};
     c.cin = 3, c.cout = 6, c.groups = 3, c.kh = c.kw = 3, c.pad = 1, c.h = 5, c.w = 9;
     v.push_back({c, {Store::NHWC, Store::NHWC}});
+    // NCHW rows and channel counts with whole 16 x 16 squares and tails for the transposing band copies
+    // (dense, first layer, depthwise)
+    c = {};
+    c.cin = 35, c.cout = 33, c.kh = c.kw = 3, c.pad = 1, c.h = 4, c.w = 37;
+    v.push_back({c, {Store::NCHW, Store::NCHW}});
+    c.cin = 3;
+    v.push_back({c, {Store::NCHW, Store::NCHW}});
+    c.cin = c.cout = c.groups = 35;
+    v.push_back({c, {Store::NCHW, Store::NCHW}});
     return v;
 }
 
@@ -81,6 +90,26 @@ TEMPLATE_LIST_TEST_CASE("isa: Conv2d and epilogues on every enabled instruction 
                       opfuse::Mul, opfuse::Tanh>,
               PReluSpec, SigmoidSpec, AddSpec, EluSpec, AddSpec, MishSpec, MulSpec, TanhSpec>(cc, in, out, seed++);
     }
+}
+
+TEMPLATE_LIST_TEST_CASE("isa: transposing copies (NCHW <-> NHWC rows) on every enabled instruction set", "[isa]",
+                        TestedArchs) {
+    INFO("arch " << TestType::name());
+    for (index_t rows : {1, 3, 4, 8, 15, 16, 17, 33, 40})
+        for (index_t cols : {1, 5, 8, 16, 19, 32, 37}) {
+            const index_t src_stride = cols + 3, dst_stride = rows + 5;  // padded rows, as in strided views
+            std::vector<float> src(std::size_t(rows * src_stride)), dst(std::size_t(cols * dst_stride), -1.f);
+            for (std::size_t i = 0; i < src.size(); ++i) src[i] = float(i);
+            opfuse::detail::transpose<TestType>(src.data(), src_stride, dst.data(), dst_stride, rows, cols);
+            INFO(rows << " x " << cols);
+            bool ok = true;
+            for (index_t j = 0; j < cols; ++j)
+                for (index_t i = 0; i < dst_stride; ++i) {
+                    const float expected = i < rows ? src[std::size_t(i * src_stride + j)] : -1.f;  // padding untouched
+                    ok &= dst[std::size_t(j * dst_stride + i)] == expected;
+                }
+            CHECK(ok);
+        }
 }
 
 TEST_CASE("isa: the default architecture is one of the tested ones", "[isa]") {

@@ -10,9 +10,11 @@
 #include <limits>
 
 #include "../core/tensor.hpp"
+#include "transpose.hpp"
 
 namespace opfuse::detail {
 
+template <class Arch>
 class nhwc_band {
 public:
     // `data` holds rows * width * channels floats.
@@ -47,10 +49,13 @@ private:
             return;
         }
         const index_t sW = in.stride(3);
-        for (index_t c = 0; c < channels_; ++c) {
-            const float* src = in.data() + in.offset(n, c0 + c, ih, 0);
-            for (index_t x = 0; x < width_; ++x) dst[x * channels_ + c] = src[x * sW];
+        const float* src = in.data() + in.offset(n, c0, ih, 0);
+        if (sW == 1) {  // channel planes (rows of `width_` values) to pixels (rows of `channels_` values)
+            transpose<Arch>(src, in.stride(1), dst, channels_, channels_, width_);
+            return;
         }
+        for (index_t c = 0; c < channels_; ++c)
+            for (index_t x = 0; x < width_; ++x) dst[x * channels_ + c] = src[c * in.stride(1) + x * sW];
     }
 
     float* data_;

@@ -10,6 +10,7 @@
 #include "../core/static_for.hpp"
 #include "../kernel/epilogue_tile.hpp"
 #include "../kernel/nhwc_band.hpp"
+#include "../kernel/transpose.hpp"
 #include "../kernel/vector_io.hpp"
 #include "../epilogue/site.hpp"
 
@@ -245,11 +246,18 @@ void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& i
     const index_t W = in.w(), rows = (P.kh - 1) * P.dh + 1;
     const index_t block = std::max<index_t>(S, depthwise_band_capacity / (rows * W) / S * S);  // channels
     const index_t blocks = (P.channels + block - 1) / block, chunks = (OH + chunk - 1) / chunk;
+    // A channel-strided output (NCHW) is staged the same way: each row of the block is stored as full
+    // vectors into an NHWC row of all channels on the stack, then transposed into the channel planes.
+    const index_t C = out.c(), OW = out.w();
+    const bool stage_rows = out.stride(1) != 1 && out.stride(3) == 1 && OW * C <= depthwise_band_capacity;
     exec.parallel_for(N * blocks * chunks, [&](index_t t) {
         const index_t y0 = (t % chunks) * chunk, b = (t / chunks) % blocks, n = t / chunks / blocks;
-        const index_t c0 = b * block, cb = std::min(block, P.channels - c0);
+        const index_t c0 = b * block, cb = std::min(block, P.channels - c0), oc0 = P.channel_base + c0;
         alignas(64) float storage[depthwise_band_capacity];
-        nhwc_band band(storage, rows, W, cb);
+        nhwc_band<Arch> band(storage, rows, W, cb);
+        alignas(64) float stage[depthwise_band_capacity];  // used only when stage_rows
+        const TensorView<float, 4> staged(stage, {out.n(), C, OH, OW}, {0, 1, 0, C});
+        const TensorView<float, 4>& dst = stage_rows ? staged : out;
         depthwise_plan Q = P;
         Q.channels = cb;
         Q.pt = 0, Q.sh = 0;  // output row y reads band rows 0, dh, 2 dh, ...
@@ -258,7 +266,9 @@ void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& i
         Q.channel_base = P.channel_base + c0;
         for (index_t y = y0; y < std::min(OH, y0 + chunk); ++y) {
             band.slide_to(in, n, c0, y * P.sh - P.pt);
-            depthwise_row<Arch>(Q, band.view(n + 1), out, chain, n, y);
+            depthwise_row<Arch>(Q, band.view(n + 1), dst, chain, n, y);
+            if (stage_rows)
+                transpose<Arch>(stage + oc0, C, out.data() + out.offset(n, oc0, y, 0), out.stride(1), OW, cb);
         }
     });
 }

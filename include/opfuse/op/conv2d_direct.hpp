@@ -11,6 +11,7 @@
 #include "../kernel/gemm_tile.hpp"
 #include "../kernel/nhwc_band.hpp"
 #include "../kernel/stream_store.hpp"
+#include "../kernel/transpose.hpp"
 #include "../kernel/vector_io.hpp"
 #include "../epilogue/site.hpp"
 
@@ -155,6 +156,41 @@ struct tile_runner {
     }
 };
 
+// The column band of output row y (see direct_conv): band[col][kh][c] = input (n, g*cin + c, ih(kh),
+// col - pl), zero in the padding. Runs once per output row of the first layer, so it is written as plain
+// strided copies with the padding columns split off (per-element bounds checks cost 25 % of the layer).
+inline void fill_column_band(const direct_plan& P, const TensorView<const float, 4>& in, index_t n, index_t g,
+                             index_t y, index_t band_cols, float* band) {
+    const index_t cin = P.cin_g, step = P.kh * cin, sC = in.stride(1), sW = in.stride(3);
+    const index_t lo = std::clamp<index_t>(P.pl, 0, band_cols), hi = std::clamp<index_t>(P.pl + in.w(), lo, band_cols);
+    for (index_t kh = 0; kh < P.kh; ++kh) {
+        const index_t ih = y * P.sh - P.pt + kh * P.dh;
+        float* dst = band + kh * cin;
+        const bool row_inside = ih >= 0 && ih < in.h();
+        auto zero_columns = [&](index_t from, index_t to) {
+            for (index_t col = from; col < to; ++col)
+                for (index_t c = 0; c < cin; ++c) dst[col * step + c] = 0.f;
+        };
+        if (!row_inside) {
+            zero_columns(0, band_cols);
+            continue;
+        }
+        zero_columns(0, lo);
+        zero_columns(hi, band_cols);
+        const float* row = in.data() + in.offset(n, g * cin, ih, 0) - P.pl * sW;  // column col at row + col * sW
+        if (sC == 1 && cin == 3) {  // the RGB first layer
+            for (index_t col = lo; col < hi; ++col) {
+                const float* src = row + col * sW;
+                float* d = dst + col * step;
+                d[0] = src[0], d[1] = src[1], d[2] = src[2];
+            }
+        } else {
+            for (index_t col = lo; col < hi; ++col)
+                for (index_t c = 0; c < cin; ++c) dst[col * step + c] = row[col * sW + c * sC];
+        }
+    }
+}
+
 template <class Arch, int NV, class Chain, class Exec>
 void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
                  const Chain& chain, Exec& exec) {
@@ -166,12 +202,21 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         return tile_runner<Arch, NV, Chain>{P, in, out, chain, n, g, b, dense};
     };
 
+    constexpr index_t band_capacity = 16384;  // floats: 64 KiB of stack for the band paths below
+    // Channel-strided outputs (NCHW) of the band paths: the tiles of a row store full vectors into an NHWC
+    // row of all channels on the stack, transposed into the channel planes when the row is done (instead
+    // of one scalar store per value).
+    const bool stage_rows = out.stride(1) != 1 && out.stride(3) == 1 && OW * out.c() <= band_capacity;
+
     // Output row y of image n, group g, all channel blocks, from a band copy `bv` of its input (plan Q).
     auto band_row = [&](const direct_plan& Q, const TensorView<const float, 4>& bv, index_t n, index_t g,
                         index_t y) {
+        alignas(64) float stage[band_capacity];  // used only when stage_rows
+        const TensorView<float, 4> staged(stage, {out.n(), out.c(), out.h(), OW}, {0, 1, 0, out.c()});
+        const TensorView<float, 4>& dst = stage_rows ? staged : out;
         for (index_t b = 0; b < P.blocks; ++b) {
-            const bool dense = (b + 1) * NR <= P.cout_g && out.stride(1) == 1;
-            const tile_runner<Arch, NV, Chain> tile{Q, bv, out, chain, n, g, b, dense};
+            const bool dense = (b + 1) * NR <= P.cout_g && dst.stride(1) == 1;
+            const tile_runner<Arch, NV, Chain> tile{Q, bv, dst, chain, n, g, b, dense};
             for (index_t x = 0; x < OW; x += MR) {
                 index_t oh[MR], ow[MR];
                 const int valid = int(std::min<index_t>(MR, OW - x));
@@ -179,10 +224,13 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
                 tile(oh, ow, valid);
             }
         }
+        if (stage_rows) {
+            const index_t c0 = g * P.cout_g;
+            transpose<Arch>(stage + c0, out.c(), out.data() + out.offset(n, c0, y, 0), out.stride(1), OW, P.cout_g);
+        }
         if (P.stream) stream_fence();
     };
-    constexpr index_t band_capacity = 16384;  // floats: 64 KiB of stack for the band paths below
-    const index_t H = in.h(), W = in.w(), band_rows = (P.kh - 1) * P.dh + 1;
+    const index_t W = in.w(), band_rows = (P.kh - 1) * P.dh + 1;
 
     // Short reductions (the first layer): per output row, copy the input it reads into a column band
     // [column][kh][cin] with the padding materialised as zeros. Then every pixel's whole window is one
@@ -197,16 +245,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         exec.parallel_for(N * P.groups * OH, [&](index_t t) {
             const index_t y = t % OH, g = (t / OH) % P.groups, n = t / OH / P.groups;
             alignas(64) float band[band_capacity];
-            for (index_t col = 0; col < band_cols; ++col) {
-                const index_t iw = col - P.pl;
-                for (index_t kh = 0; kh < P.kh; ++kh) {
-                    const index_t ih = y * P.sh - P.pt + kh * P.dh;
-                    float* dst = band + (col * P.kh + kh) * P.cin_g;
-                    const bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;
-                    const float* src = inside ? in.data() + in.offset(n, g * P.cin_g, ih, iw) : nullptr;
-                    for (index_t c = 0; c < P.cin_g; ++c) dst[c] = inside ? src[c * in.stride(1)] : 0.f;
-                }
-            }
+            fill_column_band(P, in, n, g, y, band_cols, band);
             const TensorView<const float, 4> bv(band, {1, Q.cin_g, 1, band_cols}, {0, 1, band_cols * Q.cin_g, Q.cin_g});
             band_row(Q, bv, n, g, y);
         });
@@ -259,7 +298,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         exec.parallel_for(N * P.groups * chunks, [&](index_t t) {
             const index_t y0 = (t % chunks) * chunk, g = (t / chunks) % P.groups, n = t / chunks / P.groups;
             alignas(64) float storage[band_capacity];
-            nhwc_band band(storage, band_rows, W, P.cin_g);
+            nhwc_band<Arch> band(storage, band_rows, W, P.cin_g);
             direct_plan Q = P;
             Q.pt = 0, Q.sh = 0;  // output row y reads band rows 0, dh, 2 dh, ...
             Q.in_group_offset = 0;

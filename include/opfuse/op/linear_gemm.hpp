@@ -12,8 +12,8 @@
 //     L1-sized slices (KC = 128) lose ~5 % to parking and reloading the accumulators). Between K blocks the
 //     accumulators are parked in a stack buffer private to the task (MC x NR floats), never in the
 //     output, so an Add epilogue may read a residual that aliases the output. The epilogue chain runs
-//     once, after the last K block, on each accumulator vector before its single store (through an L1
-//     tile buffer, see gemm_tile);
+//     once, after the last K block, on each accumulator vector before its single store (apply_epilogue,
+//     shared with the convolutions);
 //   - the weights of the next slice / panel are software-prefetched a share per tile while the current
 //     slice is in use (the panel that follows comes from DRAM; the hardware prefetcher alone leaves the
 //     first tile of every panel waiting on memory), and each tile prefetches its own output lines for
@@ -24,10 +24,10 @@
 #pragma once
 
 #include <algorithm>
-#include <type_traits>
 
 #include "../epilogue/chain.hpp"
 #include "../epilogue/site.hpp"
+#include "../kernel/epilogue_tile.hpp"
 #include "../kernel/gemm_tile.hpp"
 #include "../kernel/vector_io.hpp"
 
@@ -46,15 +46,6 @@ inline constexpr index_t gemm_partial_floats = 6144;  // 24 KiB
 // of A kept in L2 across the panels (L2 = 1 MiB per core on Zen 4/5, 1-2 MiB on recent Intel).
 inline constexpr index_t gemm_l2_slice_floats = 98304;    // 384 KiB
 inline constexpr index_t gemm_l2_a_block_floats = 131072;  // 512 KiB
-
-// Whether a tile applies its chain on the accumulator registers (the empty chain, or a chain whose
-// epilogues all declare themselves cheap: chain<...>::all_cheap where the epilogue protocol provides it)
-// or through an L1 tile buffer (see gemm_tile).
-template <class Chain, class = void>
-struct chain_on_registers : std::is_same<Chain, opfuse::chain<>> {};
-template <class Chain>
-struct chain_on_registers<Chain, std::void_t<decltype(Chain::all_cheap)>>
-    : std::bool_constant<std::is_same_v<Chain, opfuse::chain<>> || Chain::all_cheap> {};
 
 // The micro-kernel for tiles with fewer than 8 accumulators (the GEMV rows M = 1..3 on narrow panels):
 // two accumulator sets on alternate k hide the FMA latency, then are added.
@@ -142,34 +133,16 @@ OPFUSE_TILE_FUNCTION void gemm_tile(const gemm_plan& P, const TensorView<const f
     const index_t ch0 = p * NR;
     int lanes[NV];
     for (int v = 0; v < NV; ++v) lanes[v] = int(std::clamp<index_t>(P.N - (ch0 + v * S), 0, S));
-    if constexpr (chain_on_registers<Chain>::value) {
-        // No epilogue, or only cheap ones: bias and chain on the registers of the whole tile, then the stores.
-        static_for<MR>([&](auto i) {
-            float* dst = c.data() + (m + i) * c.stride(0) + ch0;
-            static_for<NV>([&](auto v) {
-                if (lanes[v] <= 0) return;
-                const Site s{m + i, 0, 0, ch0 + v * S, lanes[v]};
-                store_channels<Arch>(dst + v * S, 1, lanes[v], chain(acc[i][v] + B::load_aligned(P.bias + ch0 + v * S), s));
-            });
+    // Bias and chain on the whole tile (on the registers for cheap chains, through an L1 tile buffer for
+    // chains with out-of-line math: see epilogue_tile.hpp), then the stores.
+    apply_epilogue<Arch, MR, NV>(acc, P.bias + ch0, chain, lanes,
+                                 [&](int i, int v) { return Site{m + i, 0, 0, ch0 + v * S, lanes[v]}; });
+    static_for<MR>([&](auto i) {
+        float* dst = c.data() + (m + i) * c.stride(0) + ch0;
+        static_for<NV>([&](auto v) {
+            if (lanes[v] > 0) store_channels<Arch>(dst + v * S, 1, lanes[v], acc[i][v]);
         });
-    } else {
-        // The accumulators go through a tile buffer in L1 and the chain runs on one vector at a time.
-        // Epilogues that call out-of-line math (xsimd's erf, tanh, exp are not always inlined, even under
-        // flatten) would otherwise force all MR x NV accumulators (caller-saved zmm registers) to the stack
-        // around every call: measured 25-40 % slower for GELU at K = 256. The tile buffer costs one store
-        // and one load per vector.
-        alignas(64) float tile[MR * NR];
-        static_for<MR>([&](auto i) { static_for<NV>([&](auto v) { acc[i][v].store_aligned(tile + i * NR + v * S); }); });
-        for (int i = 0; i < MR; ++i) {
-            float* dst = c.data() + (m + i) * c.stride(0) + ch0;
-            for (int v = 0; v < NV; ++v) {
-                if (lanes[v] <= 0) continue;
-                const Site s{m + i, 0, 0, ch0 + v * S, lanes[v]};
-                const B x = B::load_aligned(tile + i * NR + v * S) + B::load_aligned(P.bias + ch0 + v * S);
-                store_channels<Arch>(dst + v * S, 1, lanes[v], chain(x, s));
-            }
-        }
-    }
+    });
 }
 
 // Rows [m, m + rows), rows < 2 MR, as balanced tiles of at most 5 rows (5 x 4 vectors = 20 accumulators
