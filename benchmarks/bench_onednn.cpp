@@ -177,30 +177,13 @@ void register_onednn_benchmarks(const conv_shape& s, int threads) {
             std::string("onednn/") + s.name + "/" + to_string(p) + (threads == 2 ? "/t2" : "");
         auto cached = std::make_shared<std::unique_ptr<onednn_layer>>();
         benchmark::RegisterBenchmark(name.c_str(), [s, p, threads, cached](benchmark::State& state) {
-            omp_set_num_threads(threads);
-            dnnl::stream st(onednn_engine());
-            try {
-                if (!*cached) {
-                    shape_data& d = data_for(s);
-                    *cached = build(d, p);
-                    (*cached)->max_abs_diff = compare_with_opfuse(d, p, **cached, st);
-                }
-                (*cached)->run(st);  // warm-up, never timed
-                st.wait();
-            } catch (const std::exception& e) {
-                state.SkipWithError(e.what());
-                return;
-            }
-            onednn_layer& layer = **cached;
-            for (auto _ : state) {
-                layer.run(st);
-                st.wait();
-            }
-            set_conv_counters(state, s, opfuse_peer(p));
-            state.counters["max_abs_diff"] = layer.max_abs_diff;
-            state.counters["os_threads"] = os_threads();
-            state.SetLabel(layer.impl);
-            omp_set_num_threads(1);
+            const bool ok = run_onednn_entry(state, threads, *cached, [&](dnnl::stream& st) {
+                shape_data& d = data_for(s);
+                auto layer = build(d, p);
+                layer->max_abs_diff = compare_with_opfuse(d, p, *layer, st);
+                return layer;
+            });
+            if (ok) set_conv_counters(state, s, opfuse_peer(p));
         })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);

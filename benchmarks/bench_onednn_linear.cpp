@@ -113,31 +113,15 @@ void register_onednn_linear_benchmarks(const linear_shape& s, bool two_threads) 
         const std::string name = "onednn_linear/" + s.name() + "/" + to_string(p) + (two_threads ? "/t2" : "");
         auto cached = std::make_shared<std::unique_ptr<onednn_matmul>>();
         benchmark::RegisterBenchmark(name.c_str(), [s, p, threads, cached](benchmark::State& state) {
-            omp_set_num_threads(threads);
-            dnnl::stream st(onednn_engine());
-            try {
-                if (!*cached) {
-                    linear_data& d = linear_data_for(s);
-                    *cached = build(d, p);
-                    (*cached)->max_abs_diff = compare_with_opfuse(d, p, **cached, st);
-                }
-                (*cached)->run(st);  // warm-up, never timed
-                st.wait();
-            } catch (const std::exception& e) {
-                state.SkipWithError(e.what());
-                return;
-            }
-            onednn_matmul& mm = **cached;
-            for (auto _ : state) {
-                mm.run(st);
-                st.wait();
-            }
+            const bool ok = run_onednn_entry(state, threads, *cached, [&](dnnl::stream& st) {
+                linear_data& d = linear_data_for(s);
+                auto mm = build(d, p);
+                mm->max_abs_diff = compare_with_opfuse(d, p, *mm, st);
+                return mm;
+            });
+            if (!ok) return;
             state.counters["FLOP/s"] = benchmark::Counter(s.flops(), benchmark::Counter::kIsIterationInvariantRate);
             state.counters["bytes/s"] = benchmark::Counter(s.bytes(), benchmark::Counter::kIsIterationInvariantRate);
-            state.counters["max_abs_diff"] = mm.max_abs_diff;
-            state.counters["os_threads"] = os_threads();
-            state.SetLabel(mm.impl);
-            omp_set_num_threads(1);
         })
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);

@@ -1,6 +1,8 @@
 // Compile-time configuration: the SIMD architecture and small portability macros.
 #pragma once
 
+#include <type_traits>
+
 #include <xsimd/xsimd.hpp>
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -22,5 +24,24 @@ using default_arch = xsimd::default_arch;
 
 template <class Arch = default_arch>
 using vec = xsimd::batch<float, Arch>;
+
+namespace detail {
+
+// Whether Arch is an x86 ISA whose intrinsics this translation unit can use (SSE2, AVX*, AVX-512): the
+// few kernels xsimd 8 has no primitive for (streaming stores, register transposes) are written with them.
+template <class Arch>
+inline constexpr bool is_x86_simd =
+#if XSIMD_WITH_AVX512F
+    std::is_base_of_v<xsimd::avx512f, Arch> ||
+#endif
+#if XSIMD_WITH_AVX
+    std::is_base_of_v<xsimd::avx, Arch> ||
+#endif
+#if XSIMD_WITH_SSE2
+    std::is_base_of_v<xsimd::sse2, Arch> ||
+#endif
+    false;
+
+}  // namespace detail
 
 }  // namespace opfuse

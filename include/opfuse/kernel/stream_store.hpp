@@ -18,17 +18,7 @@ namespace opfuse::detail {
 inline constexpr std::size_t streaming_threshold_bytes = std::size_t(4) << 20;
 
 template <class Arch>
-inline constexpr bool has_stream_store =
-#if XSIMD_WITH_AVX512F
-    std::is_base_of_v<xsimd::avx512f, Arch> ||
-#endif
-#if XSIMD_WITH_AVX
-    std::is_base_of_v<xsimd::avx, Arch> ||
-#endif
-#if XSIMD_WITH_SSE2
-    std::is_base_of_v<xsimd::sse2, Arch> ||
-#endif
-    false;
+inline constexpr bool has_stream_store = is_x86_simd<Arch>;
 
 // p must be aligned to the vector size.
 template <class Arch>

@@ -18,17 +18,7 @@
 namespace opfuse::detail {
 
 template <class Arch>
-inline constexpr bool has_square_transpose =
-#if XSIMD_WITH_AVX512F
-    std::is_base_of_v<xsimd::avx512f, Arch> ||
-#endif
-#if XSIMD_WITH_AVX
-    std::is_base_of_v<xsimd::avx, Arch> ||
-#endif
-#if XSIMD_WITH_SSE2
-    std::is_base_of_v<xsimd::sse2, Arch> ||
-#endif
-    false;
+inline constexpr bool has_square_transpose = is_x86_simd<Arch>;
 
 // One S x S square (S = batch<float, Arch>::size); only for has_square_transpose<Arch>.
 template <class Arch>
