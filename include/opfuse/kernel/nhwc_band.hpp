@@ -1,8 +1,11 @@
-// A window of consecutive input rows of one image, copied from a channel-strided tensor (NCHW, ...) into
-// NHWC order [row][column][channel] on the caller's stack, so that channel-vector kernels can run on it.
-// Rows outside the image are zeros (the vertical padding, materialised). Sliding the window down keeps
-// the rows it already holds (moved with one memmove) and transposes only the new ones: a 3-row window
-// that slides by 1 row per output row copies each input row once instead of 3 times.
+// The stack buffers of the convolutions' channel-strided (NCHW) paths. The kernels are built for channel
+// vectors, so an NCHW input is copied into NHWC order and an NCHW output is staged in NHWC order:
+//   nhwc_band: a window of consecutive input rows of one image, [row][column][channel]. Rows outside the
+//     image are zeros (the vertical padding, materialised). Sliding the window down keeps the rows it
+//     already holds (moved with one memmove) and transposes only the new ones: a 3-row window that slides
+//     by 1 row per output row copies each input row once instead of 3 times.
+//   staged_output_row: one output row of all channels, [column][channel], that the tiles store full
+//     vectors into and that is then transposed into the channel planes.
 #pragma once
 
 #include <algorithm>
@@ -14,53 +17,87 @@
 
 namespace opfuse::detail {
 
+// Floats of one stack buffer of the band paths (64 KiB), and output rows per task of those paths: the band
+// is copied whole once per chunk, then slides.
+inline constexpr index_t band_capacity_floats = 16384;
+inline constexpr index_t band_chunk_rows = 8;
+
 template <class Arch>
 class nhwc_band {
 public:
-    // `data` holds rows * width * channels floats.
-    nhwc_band(float* data, index_t rows, index_t width, index_t channels)
-        : data_(data), rows_(rows), width_(width), channels_(channels) {}
+    // A window of `rows` rows over image n of `in`, channels [c0, c0 + channels); `data` holds
+    // rows * in.w() * channels floats.
+    nhwc_band(float* data, const TensorView<const float, 4>& in, index_t n, index_t c0, index_t rows,
+              index_t channels)
+        : data_(data), in_(in), n_(n), c0_(c0), rows_(rows), channels_(channels) {}
 
-    // Makes the window hold input rows [top, top + rows) of image n, channels [c0, c0 + channels).
-    void slide_to(const TensorView<const float, 4>& in, index_t n, index_t c0, index_t top) {
-        const index_t row_floats = width_ * channels_;
+    // Makes the window hold input rows [top, top + rows).
+    void slide_to(index_t top) {
+        const index_t row_floats = in_.w() * channels_;
         index_t first_new = 0;
-        if (top_ != kNone && n == n_ && c0 == c0_ && top >= top_ && top < top_ + rows_) {
+        if (top_ != kNone && top >= top_ && top < top_ + rows_) {
             const index_t shift = top - top_;
             std::memmove(data_, data_ + shift * row_floats, sizeof(float) * std::size_t(row_floats * (rows_ - shift)));
             first_new = rows_ - shift;
         }
-        for (index_t r = first_new; r < rows_; ++r) copy_row(in, n, c0, top + r, data_ + r * row_floats);
-        top_ = top, n_ = n, c0_ = c0;
+        for (index_t r = first_new; r < rows_; ++r) copy_row(top + r, data_ + r * row_floats);
+        top_ = top;
     }
 
-    // The window as an image of `rows` rows whose row 0 is input row `top`, with `images` images of
-    // stride 0 (so that the caller's image index can be used as it is).
-    TensorView<const float, 4> view(index_t images) const {
-        return {data_, {images, channels_, rows_, width_}, {0, 1, width_ * channels_, channels_}};
+    // The window as an image of `rows` rows whose row 0 is input row `top`, with n + 1 images of stride 0
+    // (so that the caller's image index can be used as it is).
+    TensorView<const float, 4> view() const {
+        return {data_, {n_ + 1, channels_, rows_, in_.w()}, {0, 1, in_.w() * channels_, channels_}};
     }
 
 private:
     static constexpr index_t kNone = std::numeric_limits<index_t>::min();
 
-    void copy_row(const TensorView<const float, 4>& in, index_t n, index_t c0, index_t ih, float* dst) const {
-        if (ih < 0 || ih >= in.h()) {
-            std::fill(dst, dst + width_ * channels_, 0.f);
+    void copy_row(index_t ih, float* dst) const {
+        const index_t W = in_.w();
+        if (ih < 0 || ih >= in_.h()) {
+            std::fill(dst, dst + W * channels_, 0.f);
             return;
         }
-        const index_t sW = in.stride(3);
-        const float* src = in.data() + in.offset(n, c0, ih, 0);
-        if (sW == 1) {  // channel planes (rows of `width_` values) to pixels (rows of `channels_` values)
-            transpose<Arch>(src, in.stride(1), dst, channels_, channels_, width_);
+        const index_t sC = in_.stride(1), sW = in_.stride(3);
+        const float* src = in_.data() + in_.offset(n_, c0_, ih, 0);
+        if (sW == 1) {  // channel planes (rows of W values) to pixels (rows of `channels_` values)
+            transpose<Arch>(src, sC, dst, channels_, channels_, W);
             return;
         }
         for (index_t c = 0; c < channels_; ++c)
-            for (index_t x = 0; x < width_; ++x) dst[x * channels_ + c] = src[c * in.stride(1) + x * sW];
+            for (index_t x = 0; x < W; ++x) dst[x * channels_ + c] = src[c * sC + x * sW];
     }
 
     float* data_;
-    index_t rows_, width_, channels_;
-    index_t top_ = kNone, n_ = 0, c0_ = 0;
+    const TensorView<const float, 4>& in_;
+    index_t n_, c0_, rows_, channels_;
+    index_t top_ = kNone;
+};
+
+// One output row of all channels in NHWC order on the stack, for a channel-strided output with unit
+// stride along W whose row fits (enabled()); otherwise the tiles write the output directly.
+template <class Arch>
+class staged_output_row {
+public:
+    staged_output_row(float* data, const TensorView<float, 4>& out)
+        : out_(out), enabled_(out.stride(1) != 1 && out.stride(3) == 1 && out.w() * out.c() <= band_capacity_floats),
+          staged_(data, {out.n(), out.c(), out.h(), out.w()}, {0, 1, 0, out.c()}) {}
+
+    // Where the tiles store: the stage (any n and row map to it), or the output itself.
+    const TensorView<float, 4>& target() const { return enabled_ ? staged_ : out_; }
+
+    // Moves channels [c0, c0 + channels) of the staged row into output row y of image n.
+    void flush(index_t n, index_t y, index_t c0, index_t channels) const {
+        if (enabled_)
+            transpose<Arch>(staged_.data() + c0, out_.c(), out_.data() + out_.offset(n, c0, y, 0), out_.stride(1),
+                            out_.w(), channels);
+    }
+
+private:
+    const TensorView<float, 4>& out_;
+    bool enabled_;
+    TensorView<float, 4> staged_;
 };
 
 }  // namespace opfuse::detail

@@ -10,7 +10,6 @@
 #include "../core/static_for.hpp"
 #include "../kernel/epilogue_tile.hpp"
 #include "../kernel/nhwc_band.hpp"
-#include "../kernel/transpose.hpp"
 #include "../kernel/vector_io.hpp"
 #include "../epilogue/site.hpp"
 
@@ -218,21 +217,19 @@ void depthwise_row(const depthwise_plan& P, const TensorView<const float, 4>& in
     }
 }
 
-// Floats of the per-task stack band that holds a channel-strided input in NHWC order (64 KiB).
-inline constexpr index_t depthwise_band_capacity = 16384;
-
 // Whether depthwise_conv can run this input: channel-contiguous, or a band of one vector of channels over
 // the input rows of one output row fits the stack band.
 template <class Arch>
 bool depthwise_supports(const depthwise_plan& P, const TensorView<const float, 4>& in) {
     constexpr index_t S = index_t(xsimd::batch<float, Arch>::size);
-    return in.stride(1) == 1 || ((P.kh - 1) * P.dh + 1) * in.w() * S <= depthwise_band_capacity;
+    return in.stride(1) == 1 || ((P.kh - 1) * P.dh + 1) * in.w() * S <= band_capacity_floats;
 }
 
 // Any output strides (NHWC, NCHW, ...). A channel-contiguous input is read in place. A channel-strided
 // input (NCHW) is copied, per block of channels, into a sliding NHWC band on the stack (the kernel rows of
 // one output row, zero rows in the padding; nhwc_band.hpp) and each row runs on the band: about one
 // transposing move per input value, where gathering every tap lane by lane would cost one load per FMA.
+// Its channel-strided output rows are staged the same way (staged_output_row).
 template <class Arch, class Chain, class Exec>
 void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
                     const Chain& chain, Exec& exec) {
@@ -242,33 +239,27 @@ void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& i
         return;
     }
     constexpr index_t S = index_t(xsimd::batch<float, Arch>::size);
-    constexpr index_t chunk = 8;  // output rows per task: the band is copied whole once per chunk
     const index_t W = in.w(), rows = (P.kh - 1) * P.dh + 1;
-    const index_t block = std::max<index_t>(S, depthwise_band_capacity / (rows * W) / S * S);  // channels
-    const index_t blocks = (P.channels + block - 1) / block, chunks = (OH + chunk - 1) / chunk;
-    // A channel-strided output (NCHW) is staged the same way: each row of the block is stored as full
-    // vectors into an NHWC row of all channels on the stack, then transposed into the channel planes.
-    const index_t C = out.c(), OW = out.w();
-    const bool stage_rows = out.stride(1) != 1 && out.stride(3) == 1 && OW * C <= depthwise_band_capacity;
+    const index_t block = std::max<index_t>(S, band_capacity_floats / (rows * W) / S * S);  // channels
+    const index_t blocks = (P.channels + block - 1) / block, chunks = (OH + band_chunk_rows - 1) / band_chunk_rows;
     exec.parallel_for(N * blocks * chunks, [&](index_t t) {
-        const index_t y0 = (t % chunks) * chunk, b = (t / chunks) % blocks, n = t / chunks / blocks;
-        const index_t c0 = b * block, cb = std::min(block, P.channels - c0), oc0 = P.channel_base + c0;
-        alignas(64) float storage[depthwise_band_capacity];
-        nhwc_band<Arch> band(storage, rows, W, cb);
-        alignas(64) float stage[depthwise_band_capacity];  // used only when stage_rows
-        const TensorView<float, 4> staged(stage, {out.n(), C, OH, OW}, {0, 1, 0, C});
-        const TensorView<float, 4>& dst = stage_rows ? staged : out;
+        const index_t y0 = (t % chunks) * band_chunk_rows, b = (t / chunks) % blocks, n = t / chunks / blocks;
+        const index_t c0 = b * block, cb = std::min(block, P.channels - c0);
+        alignas(64) float band_storage[band_capacity_floats];
+        alignas(64) float stage_storage[band_capacity_floats];
+        nhwc_band<Arch> band(band_storage, in, n, c0, rows, cb);
+        // A channel-strided output (NCHW) is staged as an NHWC row of all channels, then transposed.
+        const staged_output_row<Arch> stage(stage_storage, out);
         depthwise_plan Q = P;
         Q.channels = cb;
         Q.pt = 0, Q.sh = 0;  // output row y reads band rows 0, dh, 2 dh, ...
         Q.weights = P.weights + (c0 / S) * P.kh * P.kw * S;
         Q.bias = P.bias + c0;
         Q.channel_base = P.channel_base + c0;
-        for (index_t y = y0; y < std::min(OH, y0 + chunk); ++y) {
-            band.slide_to(in, n, c0, y * P.sh - P.pt);
-            depthwise_row<Arch>(Q, band.view(n + 1), dst, chain, n, y);
-            if (stage_rows)
-                transpose<Arch>(stage + oc0, C, out.data() + out.offset(n, oc0, y, 0), out.stride(1), OW, cb);
+        for (index_t y = y0; y < std::min(OH, y0 + band_chunk_rows); ++y) {
+            band.slide_to(y * P.sh - P.pt);
+            depthwise_row<Arch>(Q, band.view(), stage.target(), chain, n, y);
+            stage.flush(n, y, Q.channel_base, cb);
         }
     });
 }

@@ -11,7 +11,6 @@
 #include "../kernel/gemm_tile.hpp"
 #include "../kernel/nhwc_band.hpp"
 #include "../kernel/stream_store.hpp"
-#include "../kernel/transpose.hpp"
 #include "../kernel/vector_io.hpp"
 #include "../epilogue/site.hpp"
 
@@ -178,16 +177,8 @@ inline void fill_column_band(const direct_plan& P, const TensorView<const float,
         zero_columns(0, lo);
         zero_columns(hi, band_cols);
         const float* row = in.data() + in.offset(n, g * cin, ih, 0) - P.pl * sW;  // column col at row + col * sW
-        if (sC == 1 && cin == 3) {  // the RGB first layer
-            for (index_t col = lo; col < hi; ++col) {
-                const float* src = row + col * sW;
-                float* d = dst + col * step;
-                d[0] = src[0], d[1] = src[1], d[2] = src[2];
-            }
-        } else {
-            for (index_t col = lo; col < hi; ++col)
-                for (index_t c = 0; c < cin; ++c) dst[col * step + c] = row[col * sW + c * sC];
-        }
+        for (index_t col = lo; col < hi; ++col)
+            for (index_t c = 0; c < cin; ++c) dst[col * step + c] = row[col * sW + c * sC];
     }
 }
 
@@ -202,18 +193,15 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         return tile_runner<Arch, NV, Chain>{P, in, out, chain, n, g, b, dense};
     };
 
-    constexpr index_t band_capacity = 16384;  // floats: 64 KiB of stack for the band paths below
-    // Channel-strided outputs (NCHW) of the band paths: the tiles of a row store full vectors into an NHWC
-    // row of all channels on the stack, transposed into the channel planes when the row is done (instead
-    // of one scalar store per value).
-    const bool stage_rows = out.stride(1) != 1 && out.stride(3) == 1 && OW * out.c() <= band_capacity;
-
     // Output row y of image n, group g, all channel blocks, from a band copy `bv` of its input (plan Q).
+    // A channel-strided output (NCHW) row is staged: the tiles store full vectors into an NHWC row of all
+    // channels on the stack, transposed into the channel planes when the row is done (instead of one scalar
+    // store per value).
     auto band_row = [&](const direct_plan& Q, const TensorView<const float, 4>& bv, index_t n, index_t g,
                         index_t y) {
-        alignas(64) float stage[band_capacity];  // used only when stage_rows
-        const TensorView<float, 4> staged(stage, {out.n(), out.c(), out.h(), OW}, {0, 1, 0, out.c()});
-        const TensorView<float, 4>& dst = stage_rows ? staged : out;
+        alignas(64) float stage_storage[band_capacity_floats];
+        const staged_output_row<Arch> stage(stage_storage, out);
+        const TensorView<float, 4>& dst = stage.target();
         for (index_t b = 0; b < P.blocks; ++b) {
             const bool dense = (b + 1) * NR <= P.cout_g && dst.stride(1) == 1;
             const tile_runner<Arch, NV, Chain> tile{Q, bv, dst, chain, n, g, b, dense};
@@ -224,10 +212,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
                 tile(oh, ow, valid);
             }
         }
-        if (stage_rows) {
-            const index_t c0 = g * P.cout_g;
-            transpose<Arch>(stage + c0, out.c(), out.data() + out.offset(n, c0, y, 0), out.stride(1), OW, P.cout_g);
-        }
+        stage.flush(n, y, g * P.cout_g, P.cout_g);
         if (P.stream) stream_fence();
     };
     const index_t W = in.w(), band_rows = (P.kh - 1) * P.dh + 1;
@@ -236,7 +221,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     // [column][kh][cin] with the padding materialised as zeros. Then every pixel's whole window is one
     // contiguous segment of KW*KH*cin values (27 for 3x3x3) and every tile runs a single segment.
     const index_t band_cols = (OW - 1) * P.sw + P.kw;
-    if (P.band_weights && band_cols * band_rows * P.cin_g <= band_capacity && P.dw == 1) {
+    if (P.band_weights && band_cols * band_rows * P.cin_g <= band_capacity_floats && P.dw == 1) {
         direct_plan Q = P;
         Q.weights = P.band_weights;
         Q.cin_g = P.kh * P.cin_g;
@@ -244,7 +229,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         Q.in_group_offset = 0;
         exec.parallel_for(N * P.groups * OH, [&](index_t t) {
             const index_t y = t % OH, g = (t / OH) % P.groups, n = t / OH / P.groups;
-            alignas(64) float band[band_capacity];
+            alignas(64) float band[band_capacity_floats];
             fill_column_band(P, in, n, g, y, band_cols, band);
             const TensorView<const float, 4> bv(band, {1, Q.cin_g, 1, band_cols}, {0, 1, band_cols * Q.cin_g, Q.cin_g});
             band_row(Q, bv, n, g, y);
@@ -292,19 +277,18 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     // rows that the output row reads in a sliding NHWC band (nhwc_band.hpp) and run the channel-contiguous
     // tiles on it. A task is a chunk of output rows, so each input row is transposed about once: W*Cin moves
     // per input row against OW*Cout*KH*KW*Cin FMAs.
-    if (band_rows * W * P.cin_g <= band_capacity) {
-        constexpr index_t chunk = 8;  // output rows per task: the band is copied whole once per chunk
-        const index_t chunks = (OH + chunk - 1) / chunk;
+    if (band_rows * W * P.cin_g <= band_capacity_floats) {
+        const index_t chunks = (OH + band_chunk_rows - 1) / band_chunk_rows;
         exec.parallel_for(N * P.groups * chunks, [&](index_t t) {
-            const index_t y0 = (t % chunks) * chunk, g = (t / chunks) % P.groups, n = t / chunks / P.groups;
-            alignas(64) float storage[band_capacity];
-            nhwc_band<Arch> band(storage, band_rows, W, P.cin_g);
+            const index_t y0 = (t % chunks) * band_chunk_rows, g = (t / chunks) % P.groups, n = t / chunks / P.groups;
+            alignas(64) float storage[band_capacity_floats];
+            nhwc_band<Arch> band(storage, in, n, g * P.cin_g, band_rows, P.cin_g);
             direct_plan Q = P;
             Q.pt = 0, Q.sh = 0;  // output row y reads band rows 0, dh, 2 dh, ...
             Q.in_group_offset = 0;
-            for (index_t y = y0; y < std::min(OH, y0 + chunk); ++y) {
-                band.slide_to(in, n, g * P.cin_g, y * P.sh - P.pt);
-                band_row(Q, band.view(n + 1), n, g, y);
+            for (index_t y = y0; y < std::min(OH, y0 + band_chunk_rows); ++y) {
+                band.slide_to(y * P.sh - P.pt);
+                band_row(Q, band.view(), n, g, y);
             }
         });
         return;
