@@ -222,6 +222,40 @@ TEST_CASE("conv2d: spatial sizes with tails and batches", "[conv2d][sweep]") {
     check_case(make(3, 64, {7, 7}, 2, 3, 1, 1, 1, {32, 32}), 752, 2);
 }
 
+TEST_CASE("conv2d: 1x1 layers on packed NHWC run as a GEMM", "[conv2d][gemm]") {
+    // The NHWC -> NHWC pair of check_case runs Linear's GEMM kernel (the other pairs the direct tiles):
+    // K split into two L2 slices (1600 x 64 floats), a channel tail (65, 130), images that end inside a
+    // register tile (batches of 7x7 and 3x5), several row blocks and row tails of every length.
+    check_case(make(1600, 65, {1, 1}, 1, 0, 1, 1, 2, {3, 5}), 760, 0);
+    check_case(make(16, 64, {1, 1}, 1, 0, 1, 1, 3, {7, 7}), 761, 1);
+    check_case(make(33, 130, {1, 1}, 1, 0, 1, 1, 1, {40, 41}), 762, 2);
+    for (index_t w = 1; w <= 14; ++w) check_case(make(8, 32, {1, 1}, 1, 0, 1, 1, 2, {1, w}), 770 + std::uint32_t(w), w);
+}
+
+TEST_CASE("conv2d: a 1x1 layer with an output above the streaming threshold", "[conv2d][gemm]") {
+    // 16 -> 64 channels at 128 x 128: a 4 MiB aligned output, written with streaming stores by the GEMM.
+    const index_t H = 128, W = 128, C = 16, K = 64;
+    std::mt19937 g(31);
+    const auto x = uniform(sz(H * W * C), -1, 1, g), w = uniform(sz(K * C), -0.25f, 0.25f, g);
+    const auto bias = uniform(sz(K), -0.5f, 0.5f, g);
+    opfuse::aligned_buffer y(sz(H * W * K));
+    REQUIRE(opfuse::detail::can_stream<opfuse::default_arch>(y.data(), K, W * K, H * W * K, y.size() * sizeof(float)));
+    opfuse::conv2d_params p;
+    p.in_channels = C, p.out_channels = K, p.kernel = 1, p.weights = w;
+    const auto in = opfuse::nhwc<const float>(x.data(), 1, H, W, C);
+    fused<Conv2d, opfuse::BiasAdd, opfuse::Relu>(p, {bias}, {})(in, opfuse::nhwc(y.data(), 1, H, W, K));
+    const auto ref = opfuse::reference::conv2d(p, w, in);  // (n, k, y, x)
+    std::size_t wrong = 0;
+    for (index_t yy = 0; yy < H; ++yy)
+        for (index_t xx = 0; xx < W; ++xx)
+            for (index_t k = 0; k < K; ++k) {
+                const double want = std::max(0.0, ref[sz((k * H + yy) * W + xx)] + bias[sz(k)]);
+                // |sum| <= 16 * 0.25: float rounding stays below 1e-5, a dropped tap is ~0.1
+                wrong += std::abs(y[sz((yy * W + xx) * K + k)] - want) > 1e-4;
+            }
+    CHECK(wrong == 0);
+}
+
 TEST_CASE("conv2d: seeded random sample of the whole parameter space", "[conv2d][sweep][random]") {
     std::mt19937 g(20240611);
     auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(g); };

@@ -17,14 +17,14 @@ OPFUSE_ALWAYS_INLINE void apply_epilogue(accumulators<Arch, MR, NV>& acc, const 
     using B = xsimd::batch<float, Arch>;
     constexpr int S = int(B::size);
     if constexpr (Chain::all_cheap) {
-        static_for<NV>([&](auto v) {
+        static_for<NV>([&](auto v) OPFUSE_UNROLLED {
             if (lanes[v] <= 0) return;
             const B b = B::load_unaligned(bias + v * S);
-            static_for<MR>([&](auto i) { acc[i][v] = chain(acc[i][v] + b, site_of(int(i), int(v))); });
+            static_for<MR>([&](auto i) OPFUSE_UNROLLED { acc[i][v] = chain(acc[i][v] + b, site_of(int(i), int(v))); });
         });
     } else {
         alignas(64) float tile[MR][NV * S];
-        static_for<MR>([&](auto i) { static_for<NV>([&](auto v) { acc[i][v].store_aligned(&tile[i][v * S]); }); });
+        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v].store_aligned(&tile[i][v * S]); }); });
         for (int v = 0; v < NV; ++v) {
             if (lanes[v] <= 0) continue;
             const B b = B::load_unaligned(bias + v * S);
@@ -33,7 +33,7 @@ OPFUSE_ALWAYS_INLINE void apply_epilogue(accumulators<Arch, MR, NV>& acc, const 
                 x.store_aligned(&tile[i][v * S]);
             }
         }
-        static_for<MR>([&](auto i) { static_for<NV>([&](auto v) { acc[i][v] = B::load_aligned(&tile[i][v * S]); }); });
+        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v] = B::load_aligned(&tile[i][v * S]); }); });
     }
 }
 

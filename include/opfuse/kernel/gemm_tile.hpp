@@ -27,7 +27,7 @@ using accumulators = xsimd::batch<float, Arch>[MR][NV];
 
 template <class Arch, int MR, int NV>
 OPFUSE_ALWAYS_INLINE void zero(accumulators<Arch, MR, NV>& acc) {
-    static_for<MR>([&](auto i) { static_for<NV>([&](auto v) { acc[i][v] = xsimd::batch<float, Arch>(0.f); }); });
+    static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v] = xsimd::batch<float, Arch>(0.f); }); });
 }
 
 // `UnitStride` is cs == 1 (channel-contiguous input): the broadcast address is then px[i] + k.
@@ -38,11 +38,11 @@ OPFUSE_ALWAYS_INLINE void accumulate(accumulators<Arch, MR, NV>& acc, const floa
     constexpr int S = int(B::size);
     for (index_t k = 0; k < len; ++k, w += NV * S) {
         B wv[NV];
-        static_for<NV>([&](auto v) { wv[v] = B::load_aligned(w + v * S); });
+        static_for<NV>([&](auto v) OPFUSE_UNROLLED { wv[v] = B::load_aligned(w + v * S); });
         const index_t off = UnitStride ? k : k * cs;
-        static_for<MR>([&](auto i) {
+        static_for<MR>([&](auto i) OPFUSE_UNROLLED {
             const B a(px[i][off]);
-            static_for<NV>([&](auto v) { acc[i][v] = xsimd::fma(a, wv[v], acc[i][v]); });
+            static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v] = xsimd::fma(a, wv[v], acc[i][v]); });
         });
     }
 }

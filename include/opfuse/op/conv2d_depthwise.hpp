@@ -72,7 +72,7 @@ OPFUSE_TILE_FUNCTION void depthwise_tile(const depthwise_plan& P, const TensorVi
         const float* row = img + ih * sH;
         for (index_t kw = 0; kw < P.kw; ++kw) {
             const B w = B::load_aligned(wbase + (kh * P.kw + kw) * S);
-            static_for<MR>([&](auto i) {
+            static_for<MR>([&](auto i) OPFUSE_UNROLLED {
                 const index_t iw = (x0 + i) * P.sw - P.pl + kw * P.dw;
                 const float* p = row + iw * sW;
                 if constexpr (!Inside) p = (iw >= 0 && iw < W) ? p : P.zeros;
@@ -86,7 +86,7 @@ OPFUSE_TILE_FUNCTION void depthwise_tile(const depthwise_plan& P, const TensorVi
     const int tile_lanes[1] = {lanes};
     apply_epilogue<Arch, MR, 1>(acc, P.bias + c0, chain, tile_lanes,
                                 [&](int i, int) { return Site{n, y, x0 + std::min(i, valid - 1), oc0, lanes}; });
-    static_for<MR>([&](auto i) {
+    static_for<MR>([&](auto i) OPFUSE_UNROLLED {
         if (int(i) >= valid) return;
         store_channels<Arch>(out.data() + out.offset(n, oc0, y, x0 + i), out.stride(1), lanes, acc[i][0]);
     });
@@ -148,7 +148,7 @@ OPFUSE_TILE_FUNCTION void depthwise_row_sweep(const depthwise_plan& P, const Ten
         static_for<K>([&](auto kh) {
             if (rows[kh] == nullptr) return;
             const float* r = rows[kh] + iw0 * sW;
-            static_for<COLS>([&](auto c) {
+            static_for<COLS>([&](auto c) OPFUSE_UNROLLED {
                 const B a = load(r + c * sW);
                 static_for<K>([&](auto kw) {
                     constexpr int d = decltype(c)::value - decltype(kw)::value;  // = i * SW
@@ -158,7 +158,7 @@ OPFUSE_TILE_FUNCTION void depthwise_row_sweep(const depthwise_plan& P, const Ten
             });
         });
         apply_epilogue<Arch, MR, 1>(acc, bias, chain, tile_lanes, [&](int i, int) { return Site{n, y, x + i, oc0, lanes}; });
-        static_for<MR>([&](auto i) { store_channels<Arch>(dst + (x + i) * dst_step, cs, lanes, acc[i][0]); });
+        static_for<MR>([&](auto i) OPFUSE_UNROLLED { store_channels<Arch>(dst + (x + i) * dst_step, cs, lanes, acc[i][0]); });
     };
 
     using checked = std::true_type;

@@ -48,7 +48,7 @@ OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const flo
         // Channel-strided output (NCHW): write channel by channel, so that the stores of one channel plane
         // stay together instead of hopping across all planes for every pixel.
         alignas(64) float tmp[MR][NV * S];
-        static_for<MR>([&](auto i) { static_for<NV>([&](auto v) { acc[i][v].store_aligned(&tmp[i][v * S]); }); });
+        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v].store_aligned(&tmp[i][v * S]); }); });
         for (int v = 0; v < NV; ++v)
             for (int l = 0; l < lanes[v]; ++l) {
                 float* plane = dst + (v * S + l) * cs;
@@ -57,10 +57,10 @@ OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const flo
         return;
     }
     // Constant indices only (static_for), or the accumulators would be forced out of registers.
-    static_for<MR>([&](auto i) {
+    static_for<MR>([&](auto i) OPFUSE_UNROLLED {
         if (i >= valid) return;
         float* p = dst + oh[i] * out.stride(2) + ow[i] * out.stride(3);
-        static_for<NV>([&](auto v) {
+        static_for<NV>([&](auto v) OPFUSE_UNROLLED {
             if constexpr (Dense) {
                 if (stream)
                     stream_store<Arch>(p + v * S, acc[i][v]);

@@ -150,11 +150,11 @@ public:
         }
         const detail::gemm_plan plan{p_.in_features, p_.out_features, panels_, weights_.data(), bias_.data()};
         if (nv_ == 4)
-            detail::gemm<Arch, 4>(plan, in, out, chain, exec);
+            detail::gemm<Arch, 4>(plan, detail::matrix_rows{in, out}, chain, exec);
         else if (nv_ == 2)
-            detail::gemm<Arch, 2>(plan, in, out, chain, exec);
+            detail::gemm<Arch, 2>(plan, detail::matrix_rows{in, out}, chain, exec);
         else
-            detail::gemm<Arch, 1>(plan, in, out, chain, exec);
+            detail::gemm<Arch, 1>(plan, detail::matrix_rows{in, out}, chain, exec);
     }
 
 private:

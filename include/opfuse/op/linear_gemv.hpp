@@ -47,31 +47,31 @@ OPFUSE_TILE_FUNCTION void dot_tile(const float* const* a_rows, const float* cons
     constexpr index_t S = index_t(B::size);
     constexpr int U = MR * NR >= 8 ? 1 : 2;  // independent accumulator sets
     B acc[U][MR][NR];
-    static_for<U>([&](auto u) {
-        static_for<MR>([&](auto i) { static_for<NR>([&](auto j) { acc[u][i][j] = B(0.f); }); });
+    static_for<U>([&](auto u) OPFUSE_UNROLLED {
+        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NR>([&](auto j) OPFUSE_UNROLLED { acc[u][i][j] = B(0.f); }); });
     });
     auto step = [&](auto u, index_t k) {
         B av[MR];
-        static_for<MR>([&](auto i) { av[i] = B::load_unaligned(a[i] + k); });
-        static_for<NR>([&](auto j) {
+        static_for<MR>([&](auto i) OPFUSE_UNROLLED { av[i] = B::load_unaligned(a[i] + k); });
+        static_for<NR>([&](auto j) OPFUSE_UNROLLED {
             const B wv = B::load_aligned(w[j] + k);
-            static_for<MR>([&](auto i) { acc[u][i][j] = xsimd::fma(av[i], wv, acc[u][i][j]); });
+            static_for<MR>([&](auto i) OPFUSE_UNROLLED { acc[u][i][j] = xsimd::fma(av[i], wv, acc[u][i][j]); });
         });
     };
     index_t k = k0;
-    for (; k + U * S <= k1; k += U * S) static_for<U>([&](auto u) { step(u, k + u * S); });
+    for (; k + U * S <= k1; k += U * S) static_for<U>([&](auto u) OPFUSE_UNROLLED { step(u, k + u * S); });
     for (; k + S <= k1; k += S) step(std::integral_constant<int, 0>{}, k);
     if (k < k1) {
         alignas(64) float tail[MR][S] = {};
         for (int i = 0; i < MR; ++i)
             for (index_t l = 0; l < k1 - k; ++l) tail[i][l] = a[i][k + l];
-        static_for<NR>([&](auto j) {
+        static_for<NR>([&](auto j) OPFUSE_UNROLLED {
             const B wv = B::load_aligned(w[j] + k);
-            static_for<MR>([&](auto i) { acc[0][i][j] = xsimd::fma(B::load_aligned(tail[i]), wv, acc[0][i][j]); });
+            static_for<MR>([&](auto i) OPFUSE_UNROLLED { acc[0][i][j] = xsimd::fma(B::load_aligned(tail[i]), wv, acc[0][i][j]); });
         });
     }
-    static_for<MR>([&](auto i) {
-        static_for<NR>([&](auto j) {
+    static_for<MR>([&](auto i) OPFUSE_UNROLLED {
+        static_for<NR>([&](auto j) OPFUSE_UNROLLED {
             B s = acc[0][i][j];
             if constexpr (U == 2) s += acc[1][i][j];
             dst[i * ld + j] = xsimd::hadd(s);
