@@ -19,7 +19,8 @@ ConvCase shape(int i) {
         case 1:  // 1x1 stride 2, 65 output channels, batch 3
             c.cin = 7, c.cout = 65, c.sh = c.sw = 2, c.n = 3, c.h = 5, c.w = 9;
             break;
-        case 2:  // depthwise 5x5, 65 channels; 70 columns: an NCHW input runs on 3 channel blocks of the band
+        case 2:  // depthwise 5x5, 65 channels, 70 columns: NCHW -> NCHW runs the planar kernel (2 groups of
+                 // 4 vectors per row)
             c.cin = c.cout = c.groups = 65, c.kh = c.kw = 5, c.pad = opfuse::Padding(2, 1, 2, 3), c.h = 20, c.w = 70;
             break;
         default:  // grouped with a channel multiplier: 17 in, 34 out, groups 17

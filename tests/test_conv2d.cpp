@@ -183,9 +183,24 @@ TEST_CASE("conv2d: grouped and depthwise", "[conv2d][sweep][depthwise]") {
         check_case(dilated_rows, 500 + std::uint32_t(i), i);
         ++i;
     }
-    // channel-strided (NCHW) inputs run on per-row NHWC band copies of blocks of channels: rows wide enough
-    // to need several channel blocks per row (3 x 200 x 16 floats per block), and rows too wide for one
-    // block of a single channel vector (the per-channel fallback)
+    // Planar (NCHW -> NCHW, stride 1 along the rows; conv2d_depthwise_planar.hpp): rows shorter than a
+    // vector, one group of 4 vectors exactly and one pixel more, stride 2 and dilation 3 between rows,
+    // padding wider than the kernel's reach, and a 9x9 kernel (taller than the planar ring: band path).
+    for (index_t c : {index_t(3), index_t(17)}) {
+        for (index_t w : {index_t(5), index_t(64), index_t(65)}) {
+            check_case(make(c, c, {3, 3}, 1, 1, 1, c, 2, {6, w}), 500 + std::uint32_t(i), i);
+            ++i;
+        }
+        ConvCase strided_rows = make(c, c, {3, 5}, 1, opfuse::Padding(3, 4), 1, c, 1, {11, 23});
+        strided_rows.sh = 2, strided_rows.dh = 3;
+        check_case(strided_rows, 500 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(c, c, {9, 9}, 1, 4, 1, c, 1, {12, 19}), 500 + std::uint32_t(i), i);
+        ++i;
+    }
+    // Other channel-strided (NCHW) inputs run on per-row NHWC band copies of blocks of channels: rows wide
+    // enough to need several channel blocks per row (3 x 200 x 16 floats per block), and rows too wide for
+    // one block of a single channel vector (the per-channel fallback); check_case's NCHW -> NHWC pair.
     for (index_t c : {index_t(37), index_t(65)}) {
         check_case(make(c, c, {3, 3}, 1, 1, 1, c, 2, {4, 200}), 500 + std::uint32_t(i), i);
         ++i;

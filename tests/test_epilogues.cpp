@@ -25,6 +25,11 @@ ConvCase shape(int i) {
         case 1:  // 1x1, 65 output channels, batch 2
             c.cin = 16, c.cout = 65, c.n = 2, c.h = 13, c.w = 11;
             break;
+        case 2:  // depthwise 3x3 stride 1, 17 channels, 37 columns: NCHW -> NCHW runs the planar kernel,
+                 // whose epilogue Sites run along the row (per-channel values broadcast, operands loaded
+                 // along W)
+            c.cin = c.cout = c.groups = 17, c.kh = c.kw = 3, c.pad = 1, c.h = 6, c.w = 37;
+            break;
         default:  // depthwise 3x3 stride 2, 17 channels
             c.cin = c.cout = c.groups = 17, c.kh = c.kw = 3, c.sh = c.sw = 2, c.pad = 1, c.h = 13, c.w = 11;
             break;
@@ -42,7 +47,7 @@ const Io kIo[] = {{Store::NHWC, Store::NHWC, Store::NCHW},
 
 template <class... Specs>
 void check_epilogues() {
-    for (int s = 0; s < 3; ++s) {
+    for (int s = 0; s < 4; ++s) {
         const ConvCase cc = shape(s);
         const Layer<Specs...> layer(cc, 40 + std::uint32_t(s), activation_weight_scale(cc));
         // the input of the first epilogue spans saturation on both sides and the region near zero

@@ -8,6 +8,7 @@
 namespace opfuse {
 
 struct Add {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     static constexpr bool cheap = true;
     struct params {};
     static constexpr bool reads_tensor = true;

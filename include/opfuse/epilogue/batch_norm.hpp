@@ -9,6 +9,7 @@
 namespace opfuse {
 
 struct BatchNorm {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     static constexpr bool cheap = true;
     struct params {
         span<const float> gamma, beta, mean, var;

@@ -6,6 +6,7 @@
 namespace opfuse {
 
 struct BiasAdd {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     static constexpr bool cheap = true;
     struct params {
         span<const float> bias;  // one value per output channel

@@ -18,6 +18,8 @@ class chain {
 public:
     static constexpr std::size_t tensor_count = (std::size_t{reads_tensor_v<Eps>} + ... + 0);
     static constexpr bool all_cheap = (is_cheap_v<Eps> && ...);
+    // Every epilogue accepts a Site whose lanes run along the row (site.hpp).
+    static constexpr bool pixel_lanes = (accepts_pixel_lanes_v<Eps> && ...);
     using operand_array = std::array<TensorView<const float, 4>, tensor_count>;
 
     chain(const std::tuple<Eps...>& eps, std::size_t skip, const operand_array& operands)

@@ -8,6 +8,7 @@
 namespace opfuse {
 
 struct Clamp {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     static constexpr bool cheap = true;
     struct params {
         float min = 0.f;
@@ -28,6 +29,7 @@ private:
 };
 
 struct Relu6 {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     static constexpr bool cheap = true;
     struct params {};
     explicit Relu6(const params& = {}) {}

@@ -7,6 +7,7 @@
 namespace opfuse {
 
 struct Elu {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     struct params {
         float alpha = 1.f;
     };

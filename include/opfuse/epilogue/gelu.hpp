@@ -9,6 +9,7 @@
 namespace opfuse {
 
 struct GELU {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     enum class Approximate { none, tanh };
     struct params {
         Approximate approximate = Approximate::none;

@@ -15,6 +15,7 @@ OPFUSE_ALWAYS_INLINE B hard_sigmoid(B x, float alpha, float beta) {
 }  // namespace detail
 
 struct HardSigmoid {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     static constexpr bool cheap = true;
     struct params {
         float alpha = 1.f / 6.f;

@@ -6,6 +6,7 @@
 namespace opfuse {
 
 struct HardSwish {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     static constexpr bool cheap = true;
     struct params {};
     explicit HardSwish(const params& = {}) {}

@@ -7,6 +7,7 @@
 namespace opfuse {
 
 struct LeakyRelu {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     static constexpr bool cheap = true;
     struct params {
         float alpha = 0.01f;

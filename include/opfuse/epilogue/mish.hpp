@@ -7,6 +7,7 @@
 namespace opfuse {
 
 struct Mish {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     struct params {};
     explicit Mish(const params& = {}) {}
 

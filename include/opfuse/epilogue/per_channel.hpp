@@ -33,6 +33,7 @@ public:
 
     template <class Arch>
     OPFUSE_ALWAYS_INLINE xsimd::batch<float, Arch> at(const Site& s) const {
+        if (s.along_width) return xsimd::batch<float, Arch>(values_[static_cast<std::size_t>(s.channel)]);
         return xsimd::batch<float, Arch>::load_unaligned(values_.data() + s.channel);
     }
 

@@ -7,6 +7,7 @@
 namespace opfuse {
 
 struct Relu {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     static constexpr bool cheap = true;
     struct params {};
     explicit Relu(const params& = {}) {}

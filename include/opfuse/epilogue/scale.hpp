@@ -6,6 +6,7 @@
 namespace opfuse {
 
 struct Scale {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     static constexpr bool cheap = true;
     struct params {
         span<const float> scale;  // one value per output channel

@@ -14,6 +14,7 @@ OPFUSE_ALWAYS_INLINE B sigmoid(B x) {
 }  // namespace detail
 
 struct Sigmoid {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     struct params {};
     explicit Sigmoid(const params& = {}) {}
 

@@ -6,6 +6,7 @@
 namespace opfuse {
 
 struct SiLU {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     struct params {};
     explicit SiLU(const params& = {}) {}
 

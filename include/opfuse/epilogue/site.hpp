@@ -1,6 +1,9 @@
 // What an epilogue sees besides the accumulator vector: where that vector sits in the output.
 // Lane l of the vector holds output channel `channel + l` of pixel (n, oh, ow); only the first `lanes`
 // lanes are real (the rest exist at a channel tail and are never stored).
+// With `along_width` set, lane l instead holds pixel (n, oh, ow + l) of the single channel `channel`
+// (the planar NCHW depthwise kernel). Kernels only do that for chains whose epilogues all declare
+// `static constexpr bool pixel_lanes = true;` (every built-in one; see traits.hpp).
 #pragma once
 
 #include "../core/tensor.hpp"
@@ -13,6 +16,7 @@ struct Site {
     index_t ow = 0;
     index_t channel = 0;
     int lanes = 0;
+    bool along_width = false;
 };
 
 }  // namespace opfuse

@@ -7,6 +7,7 @@
 namespace opfuse {
 
 struct Tanh {
+    static constexpr bool pixel_lanes = true;  // see site.hpp
     struct params {};
     explicit Tanh(const params& = {}) {}
 

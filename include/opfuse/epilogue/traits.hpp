@@ -11,6 +11,10 @@
 //       // optional: reads a tensor shaped like the output, passed at call time; apply() then takes
 //       // the operand vector loaded at the same site as a third argument.
 //       static constexpr bool reads_tensor = true;
+//       // optional: apply() is right for any Site, also one whose lanes run along the row (see site.hpp):
+//       // it uses no s.channel + lane arithmetic of its own (per-channel data through
+//       // detail::channel_values::at, tensors through the chain, or nothing).
+//       static constexpr bool pixel_lanes = true;
 //   };
 //
 // Main ops (Conv2d, Linear) instead declare `static constexpr bool is_main_op = true;`.
@@ -54,6 +58,13 @@ template <class T>
 struct is_cheap<T, std::void_t<decltype(T::cheap)>> : std::bool_constant<T::cheap> {};
 template <class T>
 inline constexpr bool is_cheap_v = is_cheap<T>::value;
+
+template <class T, class = void>
+struct accepts_pixel_lanes : std::false_type {};
+template <class T>
+struct accepts_pixel_lanes<T, std::void_t<decltype(T::pixel_lanes)>> : std::bool_constant<T::pixel_lanes> {};
+template <class T>
+inline constexpr bool accepts_pixel_lanes_v = accepts_pixel_lanes<T>::value;
 
 template <class T, class = void>
 struct has_channels : std::false_type {};

@@ -38,7 +38,9 @@ OPFUSE_ALWAYS_INLINE void store_channels(float* p, index_t channel_stride, int l
 
 template <class Arch>
 OPFUSE_ALWAYS_INLINE xsimd::batch<float, Arch> load_at(const TensorView<const float, 4>& t, const Site& s) {
-    return load_channels<Arch>(t.data() + t.offset(s.n, s.channel, s.oh, s.ow), t.stride(1), s.lanes);
+    // Lanes run along the channels, or along the row for an along_width Site (see site.hpp).
+    return load_channels<Arch>(t.data() + t.offset(s.n, s.channel, s.oh, s.ow), s.along_width ? t.stride(3) : t.stride(1),
+                               s.lanes);
 }
 
 }  // namespace opfuse::detail

@@ -1,6 +1,7 @@
 // Conv2d, the main op: validates its hyper-parameters, packs the OIHW weights once (folding a per-channel
 // scale and shift when fused<> asks it to) and runs the loop nest that suits the layer:
 //   depthwise (1 input and 1 output channel per group)       -> conv2d_depthwise.hpp
+//     on planar (NCHW) tensors, stride 1 along the rows       -> conv2d_depthwise_planar.hpp
 //   1x1 unpadded, channel-contiguous (NHWC) tensors          -> the GEMM of linear_gemm.hpp
 //   everything else (dense, grouped, NCHW, ...)              -> conv2d_direct.hpp
 #pragma once
@@ -11,6 +12,7 @@
 #include "../core/config.hpp"
 #include "../kernel/gemm_tile.hpp"
 #include "conv2d_depthwise.hpp"
+#include "conv2d_depthwise_planar.hpp"
 #include "conv2d_direct.hpp"
 #include "conv2d_geometry.hpp"
 #include "linear_gemm.hpp"
@@ -120,6 +122,11 @@ public:
             const detail::depthwise_plan plan{p_.out_channels, p_.kernel.h, p_.kernel.w, p_.stride.h, p_.stride.w,
                                               q.top,           q.left,      p_.dilation.h, p_.dilation.w,
                                               weights_.data(), bias_.data(), zeros_.data()};
+            // Planar (NCHW) tensors: vectorized along the rows when the chain allows it (see site.hpp).
+            if constexpr (Chain::pixel_lanes) {
+                if (in.stride(1) != 1 && detail::depthwise_planar_supports<Arch>(plan, in, out))
+                    return detail::depthwise_planar<Arch>(plan, in, out, chain, exec);
+            }
             if (detail::depthwise_supports<Arch>(plan, in)) return detail::depthwise_conv<Arch>(plan, in, out, chain, exec);
             // A channel-strided input too wide for the stack band: one group per channel.
             run_direct<1>(in, out, chain, exec, direct_depthwise_.data());

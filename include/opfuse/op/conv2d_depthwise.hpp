@@ -62,7 +62,9 @@ OPFUSE_TILE_FUNCTION void depthwise_tile(const depthwise_plan& P, const TensorVi
     const index_t c0 = cv * S, oc0 = P.channel_base + c0;
     const float* img = in.data() + n * in.stride(0) + c0;
     const float* wbase = P.weights + cv * P.kh * P.kw * S;
-    const int lanes = int(std::min<index_t>(S, P.channels - c0));
+    // A compile-time lane count for full vectors keeps the epilogue's operand loads (Add) off their
+    // channel-tail path.
+    const int lanes = Full ? S : int(std::min<index_t>(S, P.channels - c0));
     prefetch_next_rows<MR>(P, img, H, W, sH, sW, y, x0);
     accumulators<Arch, MR, 1> acc;
     zero<Arch, MR, 1>(acc);
@@ -108,7 +110,7 @@ OPFUSE_TILE_FUNCTION void depthwise_row_sweep(const depthwise_plan& P, const Ten
     constexpr int COLS = (MR - 1) * SW + K;
     const index_t H = in.h(), W = in.w(), sH = in.stride(2), sW = in.stride(3), OW = out.w();
     const index_t c0 = cv * S, oc0 = P.channel_base + c0;
-    const int lanes = int(std::min<index_t>(S, P.channels - c0));
+    const int lanes = Full ? S : int(std::min<index_t>(S, P.channels - c0));  // constant: see depthwise_tile
     const int tile_lanes[1] = {lanes};
     const float* bias = P.bias + c0;
     const float* img = in.data() + n * in.stride(0) + c0;
