@@ -1,9 +1,10 @@
 // The stack buffers of the convolutions' channel-strided (NCHW) paths. The kernels are built for channel
 // vectors, so an NCHW input is copied into NHWC order and an NCHW output is staged in NHWC order:
-//   nhwc_band: a window of consecutive input rows of one image, [row][column][channel]. Rows outside the
-//     image are zeros (the vertical padding, materialised). Sliding the window down keeps the rows it
-//     already holds (moved with one memmove) and transposes only the new ones: a 3-row window that slides
-//     by 1 row per output row copies each input row once instead of 3 times.
+//   nhwc_band: a window of consecutive input rows of one image, [row][column][channel], with the padding
+//     materialised as zeros: rows outside the image, and columns added on the left and right. Sliding the
+//     window down keeps the rows it already holds (moved with one memmove) and copies (or transposes) only
+//     the new ones: a 3-row window that slides by 1 row per output row copies each input row once instead
+//     of 3 times.
 //   staged_output_row: one output row of all channels, [column][channel], that the tiles store full
 //     vectors into and that is then transposed into the channel planes.
 #pragma once
@@ -25,15 +26,17 @@ inline constexpr index_t band_chunk_rows = 8;
 template <class Arch>
 class nhwc_band {
 public:
-    // A window of `rows` rows over image n of `in`, channels [c0, c0 + channels); `data` holds
-    // rows * in.w() * channels floats.
+    // A window of `rows` rows over image n of `in`, channels [c0, c0 + channels), each row with `pad_left`
+    // and `pad_right` zero columns around the image's; `data` holds rows * (pad_left + in.w() + pad_right) *
+    // channels floats.
     nhwc_band(float* data, const TensorView<const float, 4>& in, index_t n, index_t c0, index_t rows,
-              index_t channels)
-        : data_(data), in_(in), n_(n), c0_(c0), rows_(rows), channels_(channels) {}
+              index_t channels, index_t pad_left = 0, index_t pad_right = 0)
+        : data_(data), in_(in), n_(n), c0_(c0), rows_(rows), channels_(channels), pad_left_(pad_left),
+          width_(pad_left + in.w() + pad_right) {}
 
     // Makes the window hold input rows [top, top + rows).
     void slide_to(index_t top) {
-        const index_t row_floats = in_.w() * channels_;
+        const index_t row_floats = width_ * channels_;
         index_t first_new = 0;
         if (top_ != kNone && top >= top_ && top < top_ + rows_) {
             const index_t shift = top - top_;
@@ -46,21 +49,29 @@ public:
 
     // The window as an image of `rows` rows whose row 0 is input row `top`, with n + 1 images of stride 0
     // (so that the caller's image index can be used as it is).
+    // Column x of the view is input column x - pad_left.
     TensorView<const float, 4> view() const {
-        return {data_, {n_ + 1, channels_, rows_, in_.w()}, {0, 1, in_.w() * channels_, channels_}};
+        return {data_, {n_ + 1, channels_, rows_, width_}, {0, 1, width_ * channels_, channels_}};
     }
 
 private:
     static constexpr index_t kNone = std::numeric_limits<index_t>::min();
 
-    void copy_row(index_t ih, float* dst) const {
+    void copy_row(index_t ih, float* row) const {
         const index_t W = in_.w();
         if (ih < 0 || ih >= in_.h()) {
-            std::fill(dst, dst + W * channels_, 0.f);
+            std::fill(row, row + width_ * channels_, 0.f);
             return;
         }
+        std::fill(row, row + pad_left_ * channels_, 0.f);
+        std::fill(row + (pad_left_ + W) * channels_, row + width_ * channels_, 0.f);
+        float* dst = row + pad_left_ * channels_;
         const index_t sC = in_.stride(1), sW = in_.stride(3);
         const float* src = in_.data() + in_.offset(n_, c0_, ih, 0);
+        if (sC == 1 && sW == channels_) {  // already [column][channel]
+            std::memcpy(dst, src, sizeof(float) * std::size_t(W * channels_));
+            return;
+        }
         if (sW == 1) {  // channel planes (rows of W values) to pixels (rows of `channels_` values)
             transpose<Arch>(src, sC, dst, channels_, channels_, W);
             return;
@@ -71,7 +82,7 @@ private:
 
     float* data_;
     const TensorView<const float, 4>& in_;
-    index_t n_, c0_, rows_, channels_;
+    index_t n_, c0_, rows_, channels_, pad_left_, width_;
     index_t top_ = kNone;
 };
 

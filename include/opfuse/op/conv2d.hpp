@@ -79,10 +79,6 @@ public:
         // [group][block][kh][kw][cin_g][NR]
         blocks_ = (cout_g + nr - 1) / nr;
         weights_ = aligned_buffer(static_cast<std::size_t>(p.groups * blocks_ * taps * cin_g * nr));
-        // Short reductions per kernel row (the first layer: 3x3 over 3 channels) also get [kw][kh] order
-        // for the column-band path of conv2d_direct.hpp, where a whole window is one segment.
-        if (p.dilation.w == 1 && p.kernel.w * cin_g < 32) band_weights_ = aligned_buffer(weights_.size());
-        const index_t KH = p.kernel.h, KW = p.kernel.w;
         for (index_t g = 0; g < p.groups; ++g)
             for (index_t oc = 0; oc < cout_g; ++oc) {
                 const index_t o = g * cout_g + oc, blk = oc / nr, lane = oc % nr;
@@ -91,11 +87,6 @@ public:
                         const float v = w[(o * cin_g + ic) * taps + t] * scale_of(o);
                         const index_t panel = (g * blocks_ + blk) * taps;
                         weights_[static_cast<std::size_t>(((panel + t) * cin_g + ic) * nr + lane)] = v;
-                        if (band_weights_.size()) {
-                            const index_t kh = t / KW, kw = t % KW;
-                            const index_t dst = ((panel + kw * KH + kh) * cin_g + ic) * nr + lane;
-                            band_weights_[static_cast<std::size_t>(dst)] = v;
-                        }
                     }
             }
     }
@@ -184,9 +175,9 @@ private:
                                        p_.dilation.w,
                                        blocks_ ? blocks_ : 1,
                                        packed,
-                                       band_weights_.size() ? band_weights_.data() : nullptr,
                                        bias_.data(),
                                        zeros_.data(),
+                                       p_.kernel.w * (p_.in_channels / p_.groups) < 32,
                                        out.stride(1) == 1 && detail::can_stream<Arch>(out.data(), out.stride(3),
                                                                                       out.stride(2), out.stride(0),
                                                                                       out.size() * sizeof(float))};
@@ -194,7 +185,7 @@ private:
     }
 
     params p_;
-    aligned_buffer weights_, bias_, zeros_, direct_depthwise_, band_weights_;
+    aligned_buffer weights_, bias_, zeros_, direct_depthwise_;
     index_t blocks_ = 0;
     int nv_ = 1;
     bool depthwise_ = false;
