@@ -1,20 +1,40 @@
 // Loading and storing one vector of consecutive channels of one pixel, for any tensor strides:
-// channel-contiguous tensors (NHWC) use full-width vector moves, channel tails go through a small stack
-// buffer (xsimd 8 has no masked moves), channel-strided tensors (NCHW) gather/scatter lane by lane.
+// channel-contiguous tensors (NHWC) use full-width vector moves; their tails use AVX-512 masked moves,
+// elsewhere a small stack buffer (xsimd 8 has no masked moves); channel-strided tensors (NCHW)
+// gather/scatter lane by lane.
 #pragma once
 
 #include <cstring>
+#include <type_traits>
 
 #include "../core/config.hpp"
 #include "../core/tensor.hpp"
 #include "../epilogue/site.hpp"
 
+#if XSIMD_WITH_AVX512F
+#include <immintrin.h>
+#endif
+
 namespace opfuse::detail {
+
+template <class Arch>
+inline constexpr bool has_masked_moves =
+#if XSIMD_WITH_AVX512F
+    std::is_base_of_v<xsimd::avx512f, Arch>;
+#else
+    false;
+#endif
 
 template <class Arch>
 OPFUSE_ALWAYS_INLINE xsimd::batch<float, Arch> load_channels(const float* p, index_t channel_stride, int lanes) {
     using B = xsimd::batch<float, Arch>;
     if (channel_stride == 1 && lanes == int(B::size)) return B::load_unaligned(p);
+#if XSIMD_WITH_AVX512F
+    if constexpr (has_masked_moves<Arch>) {
+        // Masked-off lanes are neither read (no fault past the tensor) nor kept (zero).
+        if (channel_stride == 1) return _mm512_maskz_loadu_ps(__mmask16((1u << lanes) - 1), p);
+    }
+#endif
     alignas(64) float tmp[B::size] = {};
     for (int l = 0; l < lanes; ++l) tmp[l] = p[l * channel_stride];
     return B::load_aligned(tmp);
@@ -27,6 +47,14 @@ OPFUSE_ALWAYS_INLINE void store_channels(float* p, index_t channel_stride, int l
         x.store_unaligned(p);
         return;
     }
+#if XSIMD_WITH_AVX512F
+    if constexpr (has_masked_moves<Arch>) {
+        if (channel_stride == 1) {
+            _mm512_mask_storeu_ps(p, __mmask16((1u << lanes) - 1), x);
+            return;
+        }
+    }
+#endif
     alignas(64) float tmp[B::size];
     x.store_aligned(tmp);
     if (channel_stride == 1) {

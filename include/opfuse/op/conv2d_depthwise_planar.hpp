@@ -43,14 +43,15 @@ bool depthwise_planar_supports(const depthwise_plan& P, const TensorView<const f
            P.kw <= planar_max_taps && ring <= planar_max_ring && ring * planar_row_floats<Arch>(P, in.w(), out.w()) <= band_capacity_floats;
 }
 
-// Output rows [y0, y1) of channel c of image n.
-template <class Arch, class Chain>
+// Output rows [y0, y1) of channel c of image n. `KWC`: the kernel width when known at compile time (then
+// the tap loop is unrolled and the row's weights stay in registers), 0 otherwise.
+template <class Arch, int KWC, class Chain>
 OPFUSE_TILE_FUNCTION void depthwise_planar_rows(const depthwise_plan& P, const TensorView<const float, 4>& in,
                                                 const TensorView<float, 4>& out, const Chain& chain, index_t n,
                                                 index_t c, index_t y0, index_t y1) {
     using B = xsimd::batch<float, Arch>;
     constexpr int S = int(B::size), V = planar_vectors;
-    const index_t H = in.h(), W = in.w(), OW = out.w(), KH = P.kh, KW = P.kw, taps = KH * KW;
+    const index_t H = in.h(), W = in.w(), OW = out.w(), KH = P.kh, KW = KWC ? KWC : P.kw, taps = KH * KW;
     const index_t ring = (KH - 1) * P.dh + 1, L = planar_row_floats<Arch>(P, W, OW);
     const float* plane = in.data() + n * in.stride(0) + c * in.stride(1);
 
@@ -64,20 +65,28 @@ OPFUSE_TILE_FUNCTION void depthwise_planar_rows(const depthwise_plan& P, const T
     const B bias(P.bias[c]);
     const index_t oc = P.channel_base + c;
 
-    for (index_t y = y0; y < y1; ++y) {
+    // Ring slot of input row ih is ih % ring, tracked by additions (a division per kernel row per output
+    // row was a tenth of the time on 56-pixel rows).
+    auto wrap = [ring](index_t s) { return s >= ring ? s - ring : s; };
+    index_t slot0 = (y0 * P.sh - P.pt) % ring;
+    if (slot0 < 0) slot0 += ring;
+    const index_t sh_step = P.sh % ring, dh_step = P.dh % ring;
+    for (index_t y = y0; y < y1; ++y, slot0 = wrap(slot0 + sh_step)) {
         const float* src[planar_max_taps];  // padded input row of kernel row kh, or null in the padding
-        for (index_t kh = 0; kh < KH; ++kh) {
+        for (index_t kh = 0, slot = slot0; kh < KH; ++kh, slot = wrap(slot + dh_step)) {
             const index_t ih = y * P.sh - P.pt + kh * P.dh;
-            if (ih < 0 || ih >= H) {
-                src[kh] = nullptr;
-                continue;
+            src[kh] = nullptr;
+            if (ih < 0 || ih >= H) continue;
+            float* row = rows + slot * L;
+            if (held[slot] != ih) {
+                const float* from = plane + ih * in.stride(2);
+                float* to = row + P.pl;
+                index_t x = 0;
+                for (; x + S <= W; x += S) B::load_unaligned(from + x).store_unaligned(to + x);
+                if (x < W) store_channels<Arch>(to + x, 1, int(W - x), load_channels<Arch>(from + x, 1, int(W - x)));
+                held[slot] = ih;
             }
-            float* slot = rows + (ih % ring) * L;
-            if (held[ih % ring] != ih) {
-                std::memcpy(slot + P.pl, plane + ih * in.stride(2), sizeof(float) * static_cast<std::size_t>(W));
-                held[ih % ring] = ih;
-            }
-            src[kh] = slot;
+            src[kh] = row;
         }
         float* dst = out.data() + out.offset(n, oc, y, 0);
         for (index_t x0 = 0; x0 < OW; x0 += V * S) {
@@ -86,12 +95,33 @@ OPFUSE_TILE_FUNCTION void depthwise_planar_rows(const depthwise_plan& P, const T
             for (index_t kh = 0; kh < KH; ++kh) {
                 if (!src[kh]) continue;
                 const float* r = src[kh] + x0;
-                for (index_t kw = 0; kw < KW; ++kw) {
+                auto tap = [&](index_t kw) OPFUSE_UNROLLED {
                     const B wv(w[kh * KW + kw]);
                     static_for<V>([&](auto i) OPFUSE_UNROLLED {
                         acc[i] = xsimd::fma(B::load_unaligned(r + i * S + kw), wv, acc[i]);
                     });
+                };
+#if XSIMD_WITH_AVX512F
+                // 3 taps from V + 1 aligned loads: tap k is the vector k pixels to the right, made from two
+                // neighbours by valignd, where unaligned loads (2 of 3 split across cache lines) left the
+                // kernel bound by its loads.
+                if constexpr (KWC == 3 && has_masked_moves<Arch>) {
+                    B a[V + 1];
+                    static_for<V + 1>([&](auto i) OPFUSE_UNROLLED { a[i] = B::load_aligned(r + i * S); });
+                    const B w0(w[kh * 3]), w1(w[kh * 3 + 1]), w2(w[kh * 3 + 2]);
+                    static_for<V>([&](auto i) OPFUSE_UNROLLED {
+                        const __m512i lo = _mm512_castps_si512(a[i]), hi = _mm512_castps_si512(a[i + 1]);
+                        acc[i] = xsimd::fma(a[i], w0, acc[i]);
+                        acc[i] = xsimd::fma(B(_mm512_castsi512_ps(_mm512_alignr_epi32(hi, lo, 1))), w1, acc[i]);
+                        acc[i] = xsimd::fma(B(_mm512_castsi512_ps(_mm512_alignr_epi32(hi, lo, 2))), w2, acc[i]);
+                    });
+                    continue;
                 }
+#endif
+                if constexpr (KWC != 0)
+                    static_for<KWC>([&](auto kw) OPFUSE_UNROLLED { tap(kw); });
+                else
+                    for (index_t kw = 0; kw < KW; ++kw) tap(kw);
             }
             static_for<V>([&](auto i) OPFUSE_UNROLLED {
                 const index_t x = x0 + i * S;
@@ -115,7 +145,11 @@ void depthwise_planar(const depthwise_plan& P, const TensorView<const float, 4>&
     exec.parallel_for(planes * chunks, [&](index_t t) {
         const index_t k = t % chunks, c = (t / chunks) % P.channels, n = t / chunks / P.channels;
         const index_t y0 = k * rows_per_chunk, y1 = std::min(OH, y0 + rows_per_chunk);
-        if (y0 < y1) depthwise_planar_rows<Arch>(P, in, out, chain, n, c, y0, y1);
+        if (y0 >= y1) return;
+        if (P.kw == 3)
+            depthwise_planar_rows<Arch, 3>(P, in, out, chain, n, c, y0, y1);
+        else
+            depthwise_planar_rows<Arch, 0>(P, in, out, chain, n, c, y0, y1);
     });
 }
 
