@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "../core/tensor.hpp"
+#include "stream_store.hpp"
 #include "transpose.hpp"
 
 namespace opfuse::detail {
@@ -93,6 +94,10 @@ class staged_output_row {
 public:
     staged_output_row(float* data, const TensorView<float, 4>& out)
         : out_(out), enabled_(out.stride(1) != 1 && out.stride(3) == 1 && out.w() * out.c() <= band_capacity_floats),
+          // Large outputs whose rows start vector-aligned: the transposes write whole lines with streaming
+          // stores (no read-for-ownership; the first layer's 12.8 MB output).
+          stream_(enabled_ && can_stream<Arch>(out.data(), out.stride(1), out.stride(2), out.stride(0),
+                                               out.size() * sizeof(float))),
           staged_(data, {out.n(), out.c(), out.h(), out.w()}, {0, 1, 0, out.c()}) {}
 
     // Where the tiles store: the stage (any n and row map to it), or the output itself.
@@ -100,14 +105,19 @@ public:
 
     // Moves channels [c0, c0 + channels) of the staged row into output row y of image n.
     void flush(index_t n, index_t y, index_t c0, index_t channels) const {
-        if (enabled_)
-            transpose<Arch>(staged_.data() + c0, out_.c(), out_.data() + out_.offset(n, c0, y, 0), out_.stride(1),
-                            out_.w(), channels);
+        if (!enabled_) return;
+        float* dst = out_.data() + out_.offset(n, c0, y, 0);
+        if (stream_) {
+            transpose<Arch, true>(staged_.data() + c0, out_.c(), dst, out_.stride(1), out_.w(), channels);
+            stream_fence();
+        } else {
+            transpose<Arch>(staged_.data() + c0, out_.c(), dst, out_.stride(1), out_.w(), channels);
+        }
     }
 
 private:
     const TensorView<float, 4>& out_;
-    bool enabled_;
+    bool enabled_, stream_;
     TensorView<float, 4> staged_;
 };
 

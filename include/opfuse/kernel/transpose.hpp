@@ -20,11 +20,18 @@ namespace opfuse::detail {
 template <class Arch>
 inline constexpr bool has_square_transpose = is_x86_simd<Arch>;
 
-// One S x S square (S = batch<float, Arch>::size); only for has_square_transpose<Arch>.
-template <class Arch>
+// One S x S square (S = batch<float, Arch>::size); only for has_square_transpose<Arch>. `Stream`: write dst
+// with streaming stores (every dst row aligned to the vector size; see stream_store.hpp).
+template <class Arch, bool Stream = false>
 OPFUSE_ALWAYS_INLINE void transpose_square(const float* src, index_t src_stride, float* dst, index_t dst_stride) {
 #if XSIMD_WITH_AVX512F
     if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+        auto put = [](float* p, __m512 v) {
+            if constexpr (Stream)
+                _mm512_stream_ps(p, v);
+            else
+                _mm512_storeu_ps(p, v);
+        };
         __m512 r[16], t[16];
         for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * src_stride);
         // Pairs of rows, then quads: u[4k + j] holds, in 128-bit lane L, column 4L + j of rows 4k..4k+3.
@@ -48,16 +55,22 @@ OPFUSE_ALWAYS_INLINE void transpose_square(const float* src, index_t src_stride,
         for (int j = 0; j < 4; ++j) {
             const __m512 a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44), b = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
             const __m512 c = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE), d = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
-            _mm512_storeu_ps(dst + j * dst_stride, _mm512_shuffle_f32x4(a, b, 0x88));
-            _mm512_storeu_ps(dst + (j + 4) * dst_stride, _mm512_shuffle_f32x4(a, b, 0xDD));
-            _mm512_storeu_ps(dst + (j + 8) * dst_stride, _mm512_shuffle_f32x4(c, d, 0x88));
-            _mm512_storeu_ps(dst + (j + 12) * dst_stride, _mm512_shuffle_f32x4(c, d, 0xDD));
+            put(dst + j * dst_stride, _mm512_shuffle_f32x4(a, b, 0x88));
+            put(dst + (j + 4) * dst_stride, _mm512_shuffle_f32x4(a, b, 0xDD));
+            put(dst + (j + 8) * dst_stride, _mm512_shuffle_f32x4(c, d, 0x88));
+            put(dst + (j + 12) * dst_stride, _mm512_shuffle_f32x4(c, d, 0xDD));
         }
         return;
     }
 #endif
 #if XSIMD_WITH_AVX
     if constexpr (std::is_base_of_v<xsimd::avx, Arch>) {
+        auto put = [](float* p, __m256 v) {
+            if constexpr (Stream)
+                _mm256_stream_ps(p, v);
+            else
+                _mm256_storeu_ps(p, v);
+        };
         __m256 r[8], t[8];
         for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * src_stride);
         for (int i = 0; i < 8; i += 2) {
@@ -72,8 +85,8 @@ OPFUSE_ALWAYS_INLINE void transpose_square(const float* src, index_t src_stride,
             r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
         }
         for (int j = 0; j < 4; ++j) {
-            _mm256_storeu_ps(dst + j * dst_stride, _mm256_permute2f128_ps(r[j], r[4 + j], 0x20));
-            _mm256_storeu_ps(dst + (j + 4) * dst_stride, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31));
+            put(dst + j * dst_stride, _mm256_permute2f128_ps(r[j], r[4 + j], 0x20));
+            put(dst + (j + 4) * dst_stride, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31));
         }
         return;
     }
@@ -83,10 +96,16 @@ OPFUSE_ALWAYS_INLINE void transpose_square(const float* src, index_t src_stride,
         __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + src_stride);
         __m128 r2 = _mm_loadu_ps(src + 2 * src_stride), r3 = _mm_loadu_ps(src + 3 * src_stride);
         _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        _mm_storeu_ps(dst, r0);
-        _mm_storeu_ps(dst + dst_stride, r1);
-        _mm_storeu_ps(dst + 2 * dst_stride, r2);
-        _mm_storeu_ps(dst + 3 * dst_stride, r3);
+        auto put = [](float* p, __m128 v) {
+            if constexpr (Stream)
+                _mm_stream_ps(p, v);
+            else
+                _mm_storeu_ps(p, v);
+        };
+        put(dst, r0);
+        put(dst + dst_stride, r1);
+        put(dst + 2 * dst_stride, r2);
+        put(dst + 3 * dst_stride, r3);
         return;
     }
 #endif
@@ -94,7 +113,8 @@ OPFUSE_ALWAYS_INLINE void transpose_square(const float* src, index_t src_stride,
 }
 
 // dst[j * dst_stride + i] = src[i * src_stride + j] for i < rows, j < cols (unit stride along a row).
-template <class Arch>
+// `Stream`: the S x S squares are written with streaming stores (dst and dst_stride aligned to S floats).
+template <class Arch, bool Stream = false>
 inline void transpose(const float* src, index_t src_stride, float* dst, index_t dst_stride, index_t rows,
                       index_t cols) {
     constexpr index_t S = index_t(xsimd::batch<float, Arch>::size);
@@ -102,7 +122,7 @@ inline void transpose(const float* src, index_t src_stride, float* dst, index_t 
     if constexpr (has_square_transpose<Arch>) {
         for (; i0 + S <= rows; i0 += S) {
             index_t j = 0;
-            for (; j + S <= cols; j += S) transpose_square<Arch>(src + i0 * src_stride + j, src_stride, dst + j * dst_stride + i0, dst_stride);
+            for (; j + S <= cols; j += S) transpose_square<Arch, Stream>(src + i0 * src_stride + j, src_stride, dst + j * dst_stride + i0, dst_stride);
             for (; j < cols; ++j)
                 for (index_t i = i0; i < i0 + S; ++i) dst[j * dst_stride + i] = src[i * src_stride + j];
         }
