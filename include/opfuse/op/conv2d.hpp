@@ -177,7 +177,6 @@ private:
                                        packed,
                                        bias_.data(),
                                        zeros_.data(),
-                                       p_.kernel.w * (p_.in_channels / p_.groups) < 32,
                                        out.stride(1) == 1 && detail::can_stream<Arch>(out.data(), out.stride(3),
                                                                                       out.stride(2), out.stride(0),
                                                                                       out.size() * sizeof(float))};

@@ -25,7 +25,6 @@ struct direct_plan {
     const float* weights;           // packed [group][block][kh][kw][cin_g][NR], zero-padded past cout_g
     const float* bias;              // per output channel, zero-padded (zeros when nothing was folded)
     const float* zeros;             // >= kw * cin_g zeros
-    bool short_reduction;           // kw * cin_g is too short to amortize a tile's set-up (the first layer)
     bool stream;                    // write the output with streaming stores (see stream_store.hpp)
 };
 
@@ -220,10 +219,10 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         alignas(64) float stage_storage[band_capacity_floats];
         const staged_output_row<Arch> stage(stage_storage, out);
         const TensorView<float, 4>& dst = stage.target();
+        const band_extent image{y * P.sh - P.pt, in.h(), P.pl, in.w()};
         for (index_t b = 0; b < P.blocks; ++b) {
             const bool dense = (b + 1) * NR <= P.cout_g && dst.stride(1) == 1;
             if (Q.dw == 1) {
-                const band_extent image{y * P.sh - P.pt, in.h(), P.pl, in.w()};
                 if (dense)
                     band_row_sweep<Arch, MR, NV, true>(Q, bv, image, dst, chain, n, g, b, y);
                 else
@@ -254,7 +253,8 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     //     otherwise run one 3-long segment per tap; on the band every tile runs KH segments of KW*Cin.
     const index_t pad_right = std::max<index_t>(0, (OW - 1) * P.sw + (P.kw - 1) * P.dw + 1 - P.pl - W);
     const index_t band_width = P.pl + W + pad_right;
-    if ((in.stride(1) != 1 || P.short_reduction) && band_rows * band_width * P.cin_g <= band_capacity_floats) {
+    const bool short_reduction = P.kw * P.cin_g < 32;  // the first layer: too short to amortize a tile's set-up
+    if ((in.stride(1) != 1 || short_reduction) && band_rows * band_width * P.cin_g <= band_capacity_floats) {
         const index_t chunks = (OH + band_chunk_rows - 1) / band_chunk_rows;
         exec.parallel_for(N * P.groups * chunks, [&](index_t t) {
             const index_t y0 = (t % chunks) * band_chunk_rows, g = (t / chunks) % P.groups, n = t / chunks / P.groups;
