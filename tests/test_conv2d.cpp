@@ -247,6 +247,24 @@ TEST_CASE("conv2d: 1x1 layers on packed NHWC run as a GEMM", "[conv2d][gemm]") {
     for (index_t w = 1; w <= 14; ++w) check_case(make(8, 32, {1, 1}, 1, 0, 1, 1, 2, {1, w}), 770 + std::uint32_t(w), w);
 }
 
+TEST_CASE("conv2d: 1x1 layers on planar NCHW tensors run along the pixels", "[conv2d][pointwise_planar]") {
+    // check_case's NCHW -> NCHW pair runs conv2d_pointwise_planar.hpp (8 channels x 48 pixels per tile on
+    // AVX-512): planes read in place whose last chunk of pixels is masked (95 = 48 + 47, 84 = 48 + 36,
+    // 80 = 48 + 32, 2500 = 52 * 48 + 4 pixels), channel counts that end inside a tile (37, 5), strided
+    // inputs and gapped rows (NCHWPitch) gathered into a panel with row segments that cross output rows,
+    // a 300-channel panel (the largest under the stack limit) and a 400-channel layer beyond it (the
+    // direct path).
+    check_case(make(16, 8, {1, 1}, 1, 0, 1, 1, 1, {5, 19}), 780, 0);
+    check_case(make(16, 5, {1, 1}, 1, 0, 1, 1, 2, {6, 14}), 781, 1);
+    check_case(make(24, 40, {1, 1}, 1, 0, 1, 1, 1, {4, 20}), 782, 2);
+    check_case(make(64, 72, {1, 1}, 1, 0, 1, 1, 2, {50, 50}), 783, 3);
+    check_case(make(300, 37, {1, 1}, 2, 0, 1, 1, 2, {23, 31}), 784, 0);
+    check_case(make(400, 24, {1, 1}, 2, 0, 1, 1, 1, {9, 10}), 785, 1);
+    ConvCase anisotropic = make(33, 17, {1, 1}, 1, 0, 1, 1, 1, {12, 29});
+    anisotropic.sh = 3, anisotropic.sw = 2;
+    check_case(anisotropic, 786, 2);
+}
+
 TEST_CASE("conv2d: a 1x1 layer with an output above the streaming threshold", "[conv2d][gemm]") {
     // 16 -> 64 channels at 128 x 128: a 4 MiB aligned output, written with streaming stores by the GEMM.
     const index_t H = 128, W = 128, C = 16, K = 64;

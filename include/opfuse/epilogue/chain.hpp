@@ -30,6 +30,9 @@ public:
         return step<0, 0>(x, s);
     }
 
+    // The tensors read by Add/Mul-like epilogues, in chain order.
+    const operand_array& operands() const { return operands_; }
+
 private:
     // Only the leading BiasAdd/BatchNorm can be folded, so later epilogues need no runtime check.
     static constexpr std::size_t max_skip = 2;

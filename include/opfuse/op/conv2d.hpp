@@ -3,6 +3,7 @@
 //   depthwise (1 input and 1 output channel per group)       -> conv2d_depthwise.hpp
 //     on planar (NCHW) tensors, stride 1 along the rows       -> conv2d_depthwise_planar.hpp
 //   1x1 unpadded, channel-contiguous (NHWC) tensors          -> the GEMM of linear_gemm.hpp
+//   1x1 unpadded, planar (NCHW) tensors                      -> conv2d_pointwise_planar.hpp
 //   everything else (dense, grouped, NCHW, ...)              -> conv2d_direct.hpp
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "conv2d_depthwise.hpp"
 #include "conv2d_depthwise_planar.hpp"
 #include "conv2d_direct.hpp"
+#include "conv2d_pointwise_planar.hpp"
 #include "conv2d_geometry.hpp"
 #include "linear_gemm.hpp"
 
@@ -143,6 +145,13 @@ private:
     template <int NV, class Chain, class Exec>
     void run_dense(const TensorView<const float, 4>& in, const TensorView<float, 4>& out, const Chain& chain,
                    Exec& exec) const {
+        if constexpr (Chain::pixel_lanes) {
+            // Planar tensors: vectorized along the pixels, nothing transposed (conv2d_pointwise_planar.hpp).
+            const detail::pointwise_planar_plan plan{p_.in_channels, p_.out_channels, NV * S, p_.stride.h,
+                                                     p_.stride.w,    weights_.data(),  bias_.data()};
+            if (pointwise_ && detail::pointwise_planar_supports<Arch>(plan, in, out, chain))
+                return detail::pointwise_planar<Arch>(plan, in, out, chain, exec);
+        }
         if (!pointwise_ || in.stride(1) != 1 || out.stride(1) != 1)
             return run_direct<NV>(in, out, chain, exec, weights_.data());
         const detail::gemm_plan plan{p_.in_channels, p_.out_channels, blocks_, weights_.data(), bias_.data(),
