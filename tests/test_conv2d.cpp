@@ -265,6 +265,20 @@ TEST_CASE("conv2d: 1x1 layers on planar NCHW tensors run along the pixels", "[co
     check_case(anisotropic, 786, 2);
 }
 
+TEST_CASE("conv2d: short reductions on planar NCHW tensors run along the rows", "[conv2d][planar_rows]") {
+    // check_case's NCHW -> NCHW pair runs conv2d_planar_rows.hpp when kw * Cin < 32 and the output rows
+    // hold two vectors: tiles of 3, 2 and 1 vectors with a partial last vector (45, 70 = 48 + 22 and
+    // 60 = 48 + 12 columns), channel counts that end inside a tile (5, 17), vertical and asymmetric
+    // padding (taps in the padding skipped), stride 2 between rows, dilation 2 and 7-tall kernels.
+    check_case(make(3, 64, {3, 3}, 1, 1, 1, 1, 2, {9, 70}), 790, 0);
+    check_case(make(1, 5, {5, 5}, 1, opfuse::Padding(2, 0, 1, 4), 1, 1, 1, {7, 45}), 791, 1);
+    check_case(make(7, 17, {3, 3}, 1, opfuse::Padding(3, 1), 2, 1, 1, {10, 40}), 792, 2);
+    ConvCase stem = make(3, 24, {7, 7}, 1, 3, 1, 1, 1, {17, 60});
+    stem.sh = 2;
+    check_case(stem, 793, 3);
+    check_case(make(2, 9, {7, 1}, 1, opfuse::Padding(3, 0), 1, 1, 1, {12, 48}), 794, 0);
+}
+
 TEST_CASE("conv2d: a 1x1 layer with an output above the streaming threshold", "[conv2d][gemm]") {
     // 16 -> 64 channels at 128 x 128: a 4 MiB aligned output, written with streaming stores by the GEMM.
     const index_t H = 128, W = 128, C = 16, K = 64;

@@ -4,6 +4,7 @@
 //     on planar (NCHW) tensors, stride 1 along the rows       -> conv2d_depthwise_planar.hpp
 //   1x1 unpadded, channel-contiguous (NHWC) tensors          -> the GEMM of linear_gemm.hpp
 //   1x1 unpadded, planar (NCHW) tensors                      -> conv2d_pointwise_planar.hpp
+//   short reductions (the first layer) on planar tensors     -> conv2d_planar_rows.hpp
 //   everything else (dense, grouped, NCHW, ...)              -> conv2d_direct.hpp
 #pragma once
 
@@ -15,6 +16,7 @@
 #include "conv2d_depthwise.hpp"
 #include "conv2d_depthwise_planar.hpp"
 #include "conv2d_direct.hpp"
+#include "conv2d_planar_rows.hpp"
 #include "conv2d_pointwise_planar.hpp"
 #include "conv2d_geometry.hpp"
 #include "linear_gemm.hpp"
@@ -151,6 +153,14 @@ private:
                                                      p_.stride.w,    weights_.data(),  bias_.data()};
             if (pointwise_ && detail::pointwise_planar_supports<Arch>(plan, in, out, chain))
                 return detail::pointwise_planar<Arch>(plan, in, out, chain, exec);
+            const Padding& q = p_.padding;
+            const detail::planar_rows_plan rows{p_.in_channels, p_.out_channels, p_.kernel.h, p_.kernel.w,
+                                                p_.stride.h,    q.top,           q.left,      p_.dilation.h,
+                                                p_.dilation.w,  NV * S,          weights_.data(), bias_.data(),
+                                                detail::can_stream<Arch>(out.data(), out.stride(1), out.stride(2),
+                                                                         out.stride(0), out.size() * sizeof(float))};
+            if (!pointwise_ && p_.groups == 1 && p_.stride.w == 1 && detail::planar_rows_supports<Arch>(rows, in, out))
+                return detail::planar_rows<Arch>(rows, in, out, chain, exec);
         }
         if (!pointwise_ || in.stride(1) != 1 || out.stride(1) != 1)
             return run_direct<NV>(in, out, chain, exec, weights_.data());
