@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 
 #include "../kernel/epilogue_tile.hpp"
 #include "../kernel/gemm_tile.hpp"
@@ -175,28 +176,38 @@ OPFUSE_TILE_FUNCTION void band_row_sweep(const direct_plan& Q, const TensorView<
     const float* wblock = Q.weights + (g * Q.blocks + b) * Q.kh * Q.kw * cin * NR;
     const index_t ch0 = g * Q.cout_g + b * NR;
     float* dst = out.data() + out.offset(n, ch0, 0, 0);
-    for (index_t x = 0; x < OW; x += MR) {
-        const int valid = int(std::min<index_t>(MR, OW - x));
+    // One tile of M pixel rows, `valid` of them real, starting at output column x.
+    auto tile = [&](auto rows, index_t x, int valid) OPFUSE_UNROLLED {
+        constexpr int M = decltype(rows)::value;
         // Taps [kw_begin, kw_end) reach the image for some pixel of the tile: kw_begin + column of the last
         // pixel >= left, kw_end - 1 + column of the first pixel < left + cols.
         const index_t first_col = x * Q.sw, last_col = (x + valid - 1) * Q.sw;
         const index_t kw_begin = std::clamp<index_t>(image.left - last_col, 0, Q.kw);
         const index_t kw_end = std::clamp<index_t>(image.left + image.cols - first_col, kw_begin, Q.kw);
-        accumulators<Arch, MR, NV> acc;
-        zero<Arch, MR, NV>(acc);
+        accumulators<Arch, M, NV> acc;
+        zero<Arch, M, NV>(acc);
         for (index_t kh = 0; kh < Q.kh && kw_end > kw_begin; ++kh) {
             if (image.top + kh * Q.dh < 0 || image.top + kh * Q.dh >= image.rows) continue;
             const float* first = band.data() + kh * Q.dh * band.stride(2) + x * pixel_step + kw_begin * cin;
-            const float* px[MR];
-            for (int i = 0; i < MR; ++i) px[i] = first + (i < valid ? i : 0) * pixel_step;
-            accumulate<Arch, MR, NV, true>(acc, px, 1, wblock + (kh * Q.kw + kw_begin) * cin * NR,
-                                           (kw_end - kw_begin) * cin);
+            const float* px[M];
+            for (int i = 0; i < M; ++i) px[i] = first + (i < valid ? i : 0) * pixel_step;
+            accumulate<Arch, M, NV, true>(acc, px, 1, wblock + (kh * Q.kw + kw_begin) * cin * NR,
+                                          (kw_end - kw_begin) * cin);
         }
-        index_t oh[MR], ow[MR];
-        for (int i = 0; i < MR; ++i) oh[i] = y, ow[i] = x + (i < valid ? i : 0);
-        finish_tile<Arch, MR, NV, Dense>(acc, Q.bias + ch0, chain, dst, out, n, ch0, oh, ow, valid,
-                                         Q.cout_g - b * NR, Q.stream);
-    }
+        index_t oh[M], ow[M];
+        for (int i = 0; i < M; ++i) oh[i] = y, ow[i] = x + (i < valid ? i : 0);
+        finish_tile<Arch, M, NV, Dense>(acc, Q.bias + ch0, chain, dst, out, n, ch0, oh, ow, valid,
+                                        Q.cout_g - b * NR, Q.stream);
+    };
+    index_t x = 0;
+    for (; x + MR <= OW; x += MR) tile(std::integral_constant<int, MR>{}, x, MR);
+    // The row's last few pixels run on a half-height tile when they fit one: a 7-pixel row (512 @7) is
+    // a 6-pixel and a 3-pixel tile instead of two 6-pixel ones (each tile costs its full height).
+    const int rest = int(OW - x);
+    if (rest > MR / 2)
+        tile(std::integral_constant<int, MR>{}, x, rest);
+    else if (rest > 0)
+        tile(std::integral_constant<int, MR / 2>{}, x, rest);
 }
 
 template <class Arch, int NV, class Chain, class Exec>
