@@ -303,15 +303,23 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
             const auto tile = runner(n, g, b);
             const index_t end = std::min(pixels, (c + 1) * chunk);
             index_t y = c * chunk / OW, x = c * chunk % OW;
-            for (index_t p = c * chunk; p < end; p += MR) {
-                index_t oh[MR], ow[MR];
-                const int valid = int(std::min<index_t>(MR, end - p));
-                for (int i = 0; i < MR; ++i) {
+            auto next_tile = [&](auto rows, int valid) {
+                constexpr int M = decltype(rows)::value;
+                index_t oh[M], ow[M];
+                for (int i = 0; i < M; ++i) {
                     oh[i] = i < valid ? y : oh[0];
                     ow[i] = i < valid ? x : ow[0];
                     if (i < valid && ++x == OW) x = 0, ++y;
                 }
                 tile(oh, ow, valid);
+            };
+            for (index_t p = c * chunk; p < end; p += MR) {
+                // a chunk's last few pixels on a half-height tile when they fit one (49 = 8 x 6 + 1 at 7x7)
+                const int valid = int(std::min<index_t>(MR, end - p));
+                if (valid > MR / 2)
+                    next_tile(std::integral_constant<int, MR>{}, valid);
+                else
+                    next_tile(std::integral_constant<int, MR / 2>{}, valid);
             }
             if (P.stream) stream_fence();
         });
