@@ -100,6 +100,28 @@ struct SiteProbe {
     params p_;
 };
 
+// The same probe for kernels that vectorize along the pixels (it declares pixel_lanes): with
+// s.along_width, lane l is the pixel l places after (s.oh, s.ow) in row-major order, of channel s.channel.
+struct PixelSiteProbe : SiteProbe {
+    static constexpr bool pixel_lanes = true;
+    using SiteProbe::SiteProbe;
+    template <class A>
+    xsimd::batch<float, A> apply(xsimd::batch<float, A> x, const opfuse::Site& s) const {
+        if (!s.along_width) return SiteProbe::apply(x, s);
+        using B = xsimd::batch<float, A>;
+        constexpr int S = int(B::size);
+        const index_t first = s.oh * p_.OW + s.ow;
+        if (s.n < 0 || s.n >= p_.N || s.oh < 0 || s.oh >= p_.OH || s.ow < 0 || s.ow >= p_.OW || s.channel < 0 ||
+            s.channel >= p_.C || s.lanes < 1 || s.lanes > S || first + s.lanes > p_.OH * p_.OW)
+            p_.violations->fetch_add(1);
+        alignas(64) float v[S];
+        for (int l = 0; l < S; ++l)
+            v[l] = l < s.lanes ? code(s.n, s.channel, (first + l) / p_.OW, (first + l) % p_.OW)
+                               : std::numeric_limits<float>::quiet_NaN();
+        return B::load_aligned(v);
+    }
+};
+
 ConvCase shape(int i) {
     ConvCase c;
     switch (i) {
@@ -172,5 +194,38 @@ TEST_CASE("user epilogue: the Site passed to apply() is exact", "[user][site]") 
                 }
                 CHECK(violations.load() == 0);
             }
+    }
+}
+
+TEST_CASE("user epilogue: the Site of the planar NCHW kernels is exact", "[user][site]") {
+    // NCHW -> NCHW runs the kernels that put pixels along the lanes: 1x1 (45 pixels: one tail chunk;
+    // 20 x 25: vectors that cross output rows; stride 2: the gathered panel), depthwise 3x3 and the first
+    // layer (rows of 32 pixels).
+    std::vector<ConvCase> cases(5);
+    cases[0].cin = 16, cases[0].cout = 65, cases[0].n = 2, cases[0].h = 5, cases[0].w = 9;
+    cases[1].cin = 8, cases[1].cout = 20, cases[1].h = 20, cases[1].w = 25;
+    cases[2].cin = 8, cases[2].cout = 9, cases[2].sh = cases[2].sw = 2, cases[2].h = 21, cases[2].w = 27;
+    cases[3].cin = cases[3].cout = cases[3].groups = 5, cases[3].kh = cases[3].kw = 3, cases[3].pad = 1, cases[3].h = 6,
+    cases[3].w = 30;
+    cases[4].cin = 3, cases[4].cout = 10, cases[4].kh = cases[4].kw = 3, cases[4].pad = 1, cases[4].h = 4, cases[4].w = 32;
+    for (const ConvCase& cc : cases) {
+        INFO(cc.str());
+        std::mt19937 g(8);
+        const auto w = uniform(sz(cc.weight_count()), -1, 1, g);
+        const auto x = activation_data(cc.n, cc.cin, cc.h, cc.w, g);
+        const auto os = cc.out_shape();
+        std::atomic<int> violations{0};
+        const SiteProbe::params probe{os[0], os[1], os[2], os[3], &violations};
+        const Tensor in = input_tensor(Store::NCHW, cc.n, cc.cin, cc.h, cc.w, x);
+        Tensor out(Store::NCHW, os[0], os[1], os[2], os[3], kSentinel);
+        fused<Conv2d, PixelSiteProbe>(cc.params(w), probe)(in.cview(), out.view);
+        std::size_t wrong = 0;
+        for (index_t n = 0; n < os[0]; ++n)
+            for (index_t c = 0; c < os[1]; ++c)
+                for (index_t y = 0; y < os[2]; ++y)
+                    for (index_t xx = 0; xx < os[3]; ++xx) wrong += !(out.view(n, c, y, xx) == SiteProbe::code(n, c, y, xx));
+        CHECK(wrong == 0);
+        CHECK(out.touched_outside(kSentinel) == 0);
+        CHECK(violations.load() == 0);
     }
 }
