@@ -37,4 +37,22 @@ OPFUSE_ALWAYS_INLINE void apply_epilogue(accumulators<Arch, MR, NV>& acc, const 
     }
 }
 
+// Calls finish(i, v, acc[i][v]) for every accumulator of a tile whose lanes run along the pixels (the
+// planar kernels: each vector has its own channel and Site, so apply_epilogue's per-column bias does not
+// fit). Cheap chains: unrolled on the registers; others: looped over an L1 copy of the tile, for the same
+// reason as apply_epilogue (one copy of the chain's code instead of MR*NV).
+template <class Arch, int MR, int NV, bool Cheap, class Finish>
+OPFUSE_ALWAYS_INLINE void for_each_accumulator(accumulators<Arch, MR, NV>& acc, const Finish& finish) {
+    using B = xsimd::batch<float, Arch>;
+    constexpr int S = int(B::size);
+    if constexpr (Cheap) {
+        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { finish(i, v, acc[i][v]); }); });
+    } else {
+        alignas(64) float tile[MR][NV * S];
+        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v].store_aligned(&tile[i][v * S]); }); });
+        for (int i = 0; i < MR; ++i)
+            for (int v = 0; v < NV; ++v) finish(i, v, B::load_aligned(&tile[i][v * S]));
+    }
+}
+
 }  // namespace opfuse::detail

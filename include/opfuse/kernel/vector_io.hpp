@@ -64,6 +64,16 @@ OPFUSE_ALWAYS_INLINE void store_channels(float* p, index_t channel_stride, int l
     }
 }
 
+// Copies `count` contiguous floats: full vectors, then one partial vector (masked on AVX-512).
+template <class Arch>
+OPFUSE_ALWAYS_INLINE void copy_floats(const float* from, float* to, index_t count) {
+    using B = xsimd::batch<float, Arch>;
+    constexpr index_t S = index_t(B::size);
+    index_t x = 0;
+    for (; x + S <= count; x += S) B::load_unaligned(from + x).store_unaligned(to + x);
+    if (x < count) store_channels<Arch>(to + x, 1, int(count - x), load_channels<Arch>(from + x, 1, int(count - x)));
+}
+
 template <class Arch>
 OPFUSE_ALWAYS_INLINE xsimd::batch<float, Arch> load_at(const TensorView<const float, 4>& t, const Site& s) {
     // Lanes run along the channels, or along the row for an along_width Site (see site.hpp).

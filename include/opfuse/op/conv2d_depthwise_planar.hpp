@@ -80,10 +80,7 @@ OPFUSE_TILE_FUNCTION void depthwise_planar_rows(const depthwise_plan& P, const T
             float* row = rows + slot * L;
             if (held[slot] != ih) {
                 const float* from = plane + ih * in.stride(2);
-                float* to = row + P.pl;
-                index_t x = 0;
-                for (; x + S <= W; x += S) B::load_unaligned(from + x).store_unaligned(to + x);
-                if (x < W) store_channels<Arch>(to + x, 1, int(W - x), load_channels<Arch>(from + x, 1, int(W - x)));
+                copy_floats<Arch>(from, row + P.pl, W);
                 held[slot] = ih;
             }
             src[kh] = row;

@@ -15,6 +15,7 @@
 
 #include "../core/static_for.hpp"
 #include "../epilogue/site.hpp"
+#include "../kernel/epilogue_tile.hpp"
 #include "../kernel/gemm_tile.hpp"
 #include "../kernel/nhwc_band.hpp"
 #include "../kernel/stream_store.hpp"
@@ -92,15 +93,7 @@ OPFUSE_ALWAYS_INLINE void planar_rows_tile(const planar_rows_plan& P, const floa
         else
             store_channels<Arch>(p, 1, lanes, out);
     };
-    if constexpr (Chain::all_cheap) {
-        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { finish(i, v, acc[i][v]); }); });
-    } else {
-        // one copy of an expensive chain's code, looped over the tile (see epilogue_tile.hpp)
-        alignas(64) float tile[MR][NV * S];
-        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v].store_aligned(&tile[i][v * S]); }); });
-        for (int i = 0; i < MR; ++i)
-            for (int v = 0; v < NV; ++v) finish(i, v, B::load_aligned(&tile[i][v * S]));
-    }
+    for_each_accumulator<Arch, MR, NV, Chain::all_cheap>(acc, finish);
 }
 
 // Output rows [y0, y1) of image n.
@@ -129,10 +122,7 @@ OPFUSE_TILE_FUNCTION void planar_rows_run(const planar_rows_plan& P, const Tenso
             if (inside && held[slot] != ih) {
                 for (index_t ci = 0; ci < C; ++ci) {
                     const float* from = in.data() + in.offset(n, ci, ih, 0);
-                    float* to = rows + (ci * ring + slot) * L + P.pl;
-                    index_t x = 0;
-                    for (; x + S <= W; x += S) B::load_unaligned(from + x).store_unaligned(to + x);
-                    if (x < W) store_channels<Arch>(to + x, 1, int(W - x), load_channels<Arch>(from + x, 1, int(W - x)));
+                    copy_floats<Arch>(from, rows + (ci * ring + slot) * L + P.pl, W);
                 }
                 held[slot] = ih;
             }

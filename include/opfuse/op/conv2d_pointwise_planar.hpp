@@ -19,6 +19,7 @@
 
 #include "../core/static_for.hpp"
 #include "../epilogue/site.hpp"
+#include "../kernel/epilogue_tile.hpp"
 #include "../kernel/gemm_tile.hpp"
 #include "../kernel/nhwc_band.hpp"
 #include "../kernel/vector_io.hpp"
@@ -109,15 +110,7 @@ OPFUSE_TILE_FUNCTION void pointwise_planar_chunk(const pointwise_planar_plan& P,
             const B y = chain(a + B(P.bias[co0 + i]), s);
             store_channels<Arch>(plane0 + (co0 + i) * out.stride(1) + v * S, 1, lanes[v], y);
         };
-        if constexpr (Chain::all_cheap) {
-            static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { finish(i, v, acc[i][v]); }); });
-        } else {
-            // one copy of an expensive chain's code, looped over the tile (see epilogue_tile.hpp)
-            alignas(64) float tile[MR][NV * S];
-            static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v].store_aligned(&tile[i][v * S]); }); });
-            for (int i = 0; i < MR; ++i)
-                for (int v = 0; v < NV; ++v) finish(i, v, B::load_aligned(&tile[i][v * S]));
-        }
+        for_each_accumulator<Arch, MR, NV, Chain::all_cheap>(acc, finish);
     }
 }
 
