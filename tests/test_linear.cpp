@@ -224,7 +224,7 @@ using opfuse::unfused;
 TEST_CASE("Linear + BiasAdd + GELU(erf): shapes with tails, both weight layouts, 1/2/3 threads", "[linear]") {
     std::mt19937 g(1234);
     for (index_t M : {1, 2, 3, 7, 64, 65})
-        for (index_t N : {1, 10, 17, 64, 100})
+        for (index_t N : {1, 10, 17, 23, 64, 100})
             for (index_t K : {1, 3, 17, 64, 300}) {
                 // Odd row pitches on some shapes: views that start rows unaligned.
                 const index_t lda = (M + N + K) % 2 ? K + 3 : K, ldc = (M + K) % 2 ? N + 5 : N;
@@ -251,7 +251,9 @@ TEST_CASE("Linear GEMV with a big K: fixed K chunks, bitwise identical for 1/2/3
     std::mt19937 g(99);
     const index_t K = 100000;
     for (index_t M : {1, 3})
-        for (index_t N : {10, 64}) {  // row layout (K split into chunks) and register panels
+        // Row layout (K split into chunks; with AVX-512 a single row of A reads 7, 5 + 5 and 7 + 8 + 8 weight
+        // rows per tile) and register panels.
+        for (index_t N : {7, 10, 23, 64}) {
             CAPTURE(M, N, K);
             const Params p(N, K, g);
             const Matrix a = input(M, K, K, g);
