@@ -185,7 +185,8 @@ TEST_CASE("conv2d: grouped and depthwise", "[conv2d][sweep][depthwise]") {
     }
     // Planar (NCHW -> NCHW, stride 1 along the rows; conv2d_depthwise_planar.hpp): rows shorter than a
     // vector, one group of 4 vectors exactly and one pixel more, stride 2 and dilation 3 between rows,
-    // padding wider than the kernel's reach, and a 9x9 kernel (taller than the planar ring: band path).
+    // padding wider than the kernel's reach, a 9x9 kernel (taller than the planar ring: band path), and
+    // 3x3 column sums over multi-group rows.
     for (index_t c : {index_t(3), index_t(17)}) {
         for (index_t w : {index_t(5), index_t(64), index_t(65)}) {
             check_case(make(c, c, {3, 3}, 1, 1, 1, c, 2, {6, w}), 500 + std::uint32_t(i), i);
@@ -196,6 +197,12 @@ TEST_CASE("conv2d: grouped and depthwise", "[conv2d][sweep][depthwise]") {
         check_case(strided_rows, 500 + std::uint32_t(i), i);
         ++i;
         check_case(make(c, c, {9, 9}, 1, 4, 1, c, 1, {12, 19}), 500 + std::uint32_t(i), i);
+        ++i;
+        // 3x3 column sums (AVX-512): rows of several groups with a partial last vector, left padding 2
+        // and right 0, 2 rows of top padding, stride 2 and dilation 2 between rows.
+        ConvCase column_sums = make(c, c, {3, 3}, 1, opfuse::Padding(2, 2, 1, 0), 1, c, 1, {9, 130});
+        column_sums.sh = 2, column_sums.dh = 2;
+        check_case(column_sums, 500 + std::uint32_t(i), i);
         ++i;
     }
     // Other channel-strided (NCHW) inputs run on per-row NHWC band copies of blocks of channels: rows wide

@@ -1,6 +1,7 @@
 // Depthwise convolution on planar tensors (NCHW: each channel a plane with contiguous rows), vectorized
 // along the output row: a vector holds S consecutive output pixels of one channel, and each tap is one
-// broadcast weight times one unaligned load of S consecutive input pixels. Nothing is transposed, where
+// broadcast weight times one load of S consecutive input pixels (3x3 on AVX-512: per-column sums of
+// aligned loads, shifted into place; see below). Nothing is transposed, where
 // the channel-vectorized kernel (conv2d_depthwise.hpp) needs every input and output value moved through
 // an NHWC band.
 //
@@ -40,7 +41,7 @@ bool depthwise_planar_supports(const depthwise_plan& P, const TensorView<const f
                                const TensorView<float, 4>& out) {
     const index_t ring = (P.kh - 1) * P.dh + 1;
     return in.stride(3) == 1 && out.stride(3) == 1 && P.sw == 1 && P.dw == 1 && P.kh <= planar_max_taps &&
-           P.kw <= planar_max_taps && ring <= planar_max_ring && ring * planar_row_floats<Arch>(P, in.w(), out.w()) <= band_capacity_floats;
+           P.kw <= planar_max_taps && ring <= planar_max_ring && (ring + 1) * planar_row_floats<Arch>(P, in.w(), out.w()) <= band_capacity_floats;
 }
 
 // Output rows [y0, y1) of channel c of image n. `KWC`: the kernel width when known at compile time (then
@@ -56,7 +57,10 @@ OPFUSE_TILE_FUNCTION void depthwise_planar_rows(const depthwise_plan& P, const T
     const float* plane = in.data() + n * in.stride(0) + c * in.stride(1);
 
     alignas(64) float rows[band_capacity_floats];
-    std::fill(rows, rows + ring * L, 0.f);  // the padding columns stay zero: only [pl, pl + W) is written
+    // The padding columns stay zero: only [pl, pl + W) is written. One more row stays all zero: the 3x3
+    // path reads it for kernel rows in the vertical padding.
+    std::fill(rows, rows + (ring + 1) * L, 0.f);
+    [[maybe_unused]] const float* zero_row = rows + ring * L;
     index_t held[planar_max_ring];  // input row in each ring slot (-1: none yet)
     std::fill(held, held + ring, index_t(-1));
 
@@ -86,6 +90,47 @@ OPFUSE_TILE_FUNCTION void depthwise_planar_rows(const depthwise_plan& P, const T
             src[kh] = row;
         }
         float* dst = out.data() + out.offset(n, oc, y, 0);
+        auto finish = [&](index_t x, B acc) OPFUSE_UNROLLED {
+            if (x >= OW) return;
+            const int lanes = int(std::min<index_t>(S, OW - x));
+            const B v = chain(acc + bias, Site{n, y, x, oc, lanes, true});
+            store_channels<Arch>(dst + x, 1, lanes, v);
+        };
+#if XSIMD_WITH_AVX512F
+        // 3x3: per input vector, the three kernel columns' sums over the kernel rows (9 FMAs on aligned
+        // loads); the output vector is column 0's sum plus columns 1 and 2 shifted in from the next
+        // vector's sums by valignd: 2 shuffles per output vector where shifting the inputs took 6.
+        if constexpr (KWC == 3 && has_masked_moves<Arch>) {
+            if (KH == 3) {
+                const float* r[3];
+                B wv[3][3];
+                for (int kh = 0; kh < 3; ++kh) r[kh] = src[kh] ? src[kh] : zero_row;
+                static_for<3>([&](auto kh) OPFUSE_UNROLLED {
+                    static_for<3>([&](auto kw) OPFUSE_UNROLLED { wv[kh][kw] = B(w[kh * 3 + kw]); });
+                });
+                auto column_sums = [&](index_t x, B (&t)[3]) OPFUSE_UNROLLED {
+                    const B a0 = B::load_aligned(r[0] + x), a1 = B::load_aligned(r[1] + x), a2 = B::load_aligned(r[2] + x);
+                    static_for<3>([&](auto kw) OPFUSE_UNROLLED {
+                        t[kw] = xsimd::fma(a2, wv[2][kw], xsimd::fma(a1, wv[1][kw], a0 * wv[0][kw]));
+                    });
+                };
+                B t[V + 1][3];
+                column_sums(0, t[0]);
+                for (index_t x0 = 0; x0 < OW; x0 += V * S) {
+                    static_for<V>([&](auto i) OPFUSE_UNROLLED { column_sums(x0 + (i + 1) * S, t[i + 1]); });
+                    static_for<V>([&](auto i) OPFUSE_UNROLLED {
+                        const __m512i lo1 = _mm512_castps_si512(t[i][1]), hi1 = _mm512_castps_si512(t[i + 1][1]);
+                        const __m512i lo2 = _mm512_castps_si512(t[i][2]), hi2 = _mm512_castps_si512(t[i + 1][2]);
+                        const B acc = t[i][0] + B(_mm512_castsi512_ps(_mm512_alignr_epi32(hi1, lo1, 1))) +
+                                      B(_mm512_castsi512_ps(_mm512_alignr_epi32(hi2, lo2, 2)));
+                        finish(x0 + i * S, acc);
+                    });
+                    static_for<3>([&](auto kw) OPFUSE_UNROLLED { t[0][kw] = t[V][kw]; });
+                }
+                continue;
+            }
+        }
+#endif
         for (index_t x0 = 0; x0 < OW; x0 += V * S) {
             B acc[V];
             static_for<V>([&](auto i) OPFUSE_UNROLLED { acc[i] = B(0.f); });
@@ -98,35 +143,12 @@ OPFUSE_TILE_FUNCTION void depthwise_planar_rows(const depthwise_plan& P, const T
                         acc[i] = xsimd::fma(B::load_unaligned(r + i * S + kw), wv, acc[i]);
                     });
                 };
-#if XSIMD_WITH_AVX512F
-                // 3 taps from V + 1 aligned loads: tap k is the vector k pixels to the right, made from two
-                // neighbours by valignd, where unaligned loads (2 of 3 split across cache lines) left the
-                // kernel bound by its loads.
-                if constexpr (KWC == 3 && has_masked_moves<Arch>) {
-                    B a[V + 1];
-                    static_for<V + 1>([&](auto i) OPFUSE_UNROLLED { a[i] = B::load_aligned(r + i * S); });
-                    const B w0(w[kh * 3]), w1(w[kh * 3 + 1]), w2(w[kh * 3 + 2]);
-                    static_for<V>([&](auto i) OPFUSE_UNROLLED {
-                        const __m512i lo = _mm512_castps_si512(a[i]), hi = _mm512_castps_si512(a[i + 1]);
-                        acc[i] = xsimd::fma(a[i], w0, acc[i]);
-                        acc[i] = xsimd::fma(B(_mm512_castsi512_ps(_mm512_alignr_epi32(hi, lo, 1))), w1, acc[i]);
-                        acc[i] = xsimd::fma(B(_mm512_castsi512_ps(_mm512_alignr_epi32(hi, lo, 2))), w2, acc[i]);
-                    });
-                    continue;
-                }
-#endif
                 if constexpr (KWC != 0)
                     static_for<KWC>([&](auto kw) OPFUSE_UNROLLED { tap(kw); });
                 else
                     for (index_t kw = 0; kw < KW; ++kw) tap(kw);
             }
-            static_for<V>([&](auto i) OPFUSE_UNROLLED {
-                const index_t x = x0 + i * S;
-                if (x >= OW) return;
-                const int lanes = int(std::min<index_t>(S, OW - x));
-                const B v = chain(acc[i] + bias, Site{n, y, x, oc, lanes, true});
-                store_channels<Arch>(dst + x, 1, lanes, v);
-            });
+            static_for<V>([&](auto i) OPFUSE_UNROLLED { finish(x0 + i * S, acc[i]); });
         }
     }
 }
