@@ -244,6 +244,25 @@ TEST_CASE("conv2d: spatial sizes with tails and batches", "[conv2d][sweep]") {
     check_case(make(3, 64, {7, 7}, 2, 3, 1, 1, 1, {32, 32}), 752, 2);
 }
 
+TEST_CASE("conv2d: channel-contiguous images tiled region by region", "[conv2d][regions]") {
+    // The NHWC -> NHWC pair of check_case runs the direct tiles over the regions of pixel_regions
+    // (interior, top and bottom rows, left and right columns), each tiled on its own: 7x7 (interior 5x5,
+    // 1-pixel tails), two rows of top padding (5x5 kernel), strides and dilations that move the region
+    // borders, asymmetric padding with no left region, images with no interior at all, and batches.
+    std::uint32_t seed = 790;
+    std::size_t i = 0;
+    auto run = [&](const ConvCase& cc) { check_case(cc, seed++, i++); };
+    run(make(16, 37, {3, 3}, 1, 1, 1, 1, 1, {7, 7}));
+    run(make(20, 16, {3, 3}, 1, 1, 1, 1, 2, {14, 14}));
+    run(make(16, 24, {5, 5}, 1, 2, 1, 1, 1, {9, 11}));
+    run(make(16, 16, {3, 3}, 2, 1, 1, 1, 1, {8, 11}));
+    run(make(16, 16, {3, 3}, 1, 2, 2, 1, 1, {10, 9}));
+    run(make(16, 33, {3, 3}, 1, opfuse::Padding(0, 0, 3, 1), 1, 1, 1, {6, 7}));
+    run(make(16, 16, {3, 3}, 1, 1, 1, 1, 1, {2, 3}));
+    run(make(16, 16, {3, 3}, 1, 1, 1, 1, 3, {1, 1}));
+    run(make(12, 16, {3, 5}, 3, opfuse::Padding(2, 1, 0, 4), 1, 1, 1, {12, 13}));
+}
+
 TEST_CASE("conv2d: 1x1 layers on packed NHWC run as a GEMM", "[conv2d][gemm]") {
     // The NHWC -> NHWC pair of check_case runs Linear's GEMM kernel (the other pairs the direct tiles):
     // K split into two L2 slices (1600 x 64 floats), a channel tail (65, 130), images that end inside a

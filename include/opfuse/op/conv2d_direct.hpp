@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "../kernel/epilogue_tile.hpp"
 #include "../kernel/gemm_tile.hpp"
@@ -135,6 +136,47 @@ OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<con
     finish_tile<Arch, MR, NV, Dense>(acc, P.bias + ch0, chain, out.data() + out.offset(n, ch0, 0, 0), out, n, ch0,
                                      oh, ow, valid, P.cout_g - b * NR, P.stream);
 }
+
+// Output pixels [y0, y1) x [x0, x1).
+struct pixel_rect {
+    index_t y0, y1, x0, x1;
+    index_t width() const { return x1 - x0; }
+    index_t pixels() const { return (y1 - y0) * (x1 - x0); }
+};
+
+// The output image cut into the rectangles whose pixels reach the same kind of padding: the interior
+// (every tap inside the input), the rows that reach the top and the bottom padding, and the left and
+// right border columns of the rows between. Empty ones are left out. On a 7x7 image with a 3x3 kernel
+// and padding 1: interior 5x5 (9 taps), top and bottom rows of 7 (6 taps, 4 at the corners), left and
+// right columns of 5 (6 taps). 512 @7: 459 -> 411 tile rows x taps (each tile costs its full height).
+struct pixel_regions {
+    static constexpr int max_count = 5;
+    pixel_rect rect[max_count];
+    int count = 0;
+
+    pixel_regions(const direct_plan& P, index_t H, index_t W, index_t OH, index_t OW) {
+        // Outputs [first, end) read only inside [0, size) along one axis: o*s - pad >= 0 and
+        // o*s - pad + (k - 1)*d <= size - 1.
+        auto inside = [](index_t pad, index_t s, index_t k, index_t d, index_t size, index_t out_size) {
+            const index_t first = std::min(out_size, (pad + s - 1) / s);
+            const index_t last_reach = size - 1 - (k - 1) * d + pad;  // o*s must not exceed this
+            const index_t end = std::clamp<index_t>(last_reach < 0 ? 0 : last_reach / s + 1, first, out_size);
+            return std::pair<index_t, index_t>{first, end};
+        };
+        const auto [r0, r1] = inside(P.pt, P.sh, P.kh, P.dh, H, OH);
+        const auto [c0, c1] = inside(P.pl, P.sw, P.kw, P.dw, W, OW);
+        add({r0, r1, c0, c1});  // first: the largest, in row-major order as before
+        add({0, r0, 0, OW});
+        add({r1, OH, 0, OW});
+        add({r0, r1, 0, c0});
+        add({r0, r1, c1, OW});
+    }
+
+private:
+    void add(const pixel_rect& r) {
+        if (r.y1 > r.y0 && r.x1 > r.x0) rect[count++] = r;
+    }
+};
 
 // Calls direct_tile for one tile, with the store path chosen once per channel block.
 template <class Arch, int NV, class Chain>
@@ -283,11 +325,15 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     }
 
     if (in.stride(1) == 1) {
-        // Channel-contiguous input: tiles run along the flattened output pixels (crossing rows), so small
-        // images (7x7, 14x14) still fill whole tiles. A task is a chunk of tiles for one channel block.
+        // Channel-contiguous input: tiles run along the flattened output pixels of a region (crossing
+        // rows), so small images (7x7, 14x14) still fill whole tiles. The regions (pixel_regions) keep
+        // border pixels out of the interior's tiles: a tile skips only the taps that are padding for all
+        // of its pixels, and tiles that mixed border and interior pixels ran every tap for every pixel.
+        // A task is a chunk of tiles of one region for one channel block.
         // A task streams its block's packed weights once per tile. When they are large (deep layers on
         // small images), make the chunks as long as the thread count allows so they are fetched from
         // memory once and then reused from L2.
+        const pixel_regions regions(P, in.h(), in.w(), OH, OW);
         const index_t pixels = OH * OW, tiles = (pixels + MR - 1) / MR;
         const index_t block_bytes = P.kh * P.kw * P.cin_g * NR * index_t(sizeof(float));
         index_t tiles_per_task = 8;
@@ -296,25 +342,33 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
             const index_t chunks_needed = std::max<index_t>(1, (wanted + other_tasks - 1) / other_tasks);
             tiles_per_task = std::max<index_t>(tiles_per_task, (tiles + chunks_needed - 1) / chunks_needed);
         }
-        const index_t chunk = MR * tiles_per_task, chunks = (pixels + chunk - 1) / chunk;
+        const index_t chunk = MR * tiles_per_task;
+        index_t first_chunk[pixel_regions::max_count + 1] = {0};  // chunks are numbered region by region
+        for (int r = 0; r < regions.count; ++r)
+            first_chunk[r + 1] = first_chunk[r] + (regions.rect[r].pixels() + chunk - 1) / chunk;
+        const index_t chunks = first_chunk[regions.count];
         exec.parallel_for(N * P.groups * chunks * P.blocks, [&](index_t t) {
             const index_t b = t % P.blocks, c = (t / P.blocks) % chunks;
             const index_t g = (t / P.blocks / chunks) % P.groups, n = t / P.blocks / chunks / P.groups;
             const auto tile = runner(n, g, b);
-            const index_t end = std::min(pixels, (c + 1) * chunk);
-            index_t y = c * chunk / OW, x = c * chunk % OW;
+            int r = 0;
+            while (c >= first_chunk[r + 1]) ++r;
+            const pixel_rect& R = regions.rect[r];
+            const index_t begin = (c - first_chunk[r]) * chunk, end = std::min(R.pixels(), begin + chunk);
+            index_t y = R.y0 + begin / R.width(), x = R.x0 + begin % R.width();
             auto next_tile = [&](auto rows, int valid) {
                 constexpr int M = decltype(rows)::value;
                 index_t oh[M], ow[M];
                 for (int i = 0; i < M; ++i) {
                     oh[i] = i < valid ? y : oh[0];
                     ow[i] = i < valid ? x : ow[0];
-                    if (i < valid && ++x == OW) x = 0, ++y;
+                    if (i < valid && ++x == R.x1) x = R.x0, ++y;
                 }
                 tile(oh, ow, valid);
             };
-            for (index_t p = c * chunk; p < end; p += MR) {
-                // a chunk's last few pixels on a half-height tile when they fit one (49 = 8 x 6 + 1 at 7x7)
+            for (index_t p = begin; p < end; p += MR) {
+                // a chunk's last few pixels on a half-height tile when they fit one (25 = 4 x 6 + 1 in the
+                // interior of a 7x7 image)
                 const int valid = int(std::min<index_t>(MR, end - p));
                 if (valid > MR / 2)
                     next_tile(std::integral_constant<int, MR>{}, valid);
