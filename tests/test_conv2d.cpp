@@ -261,6 +261,27 @@ TEST_CASE("conv2d: channel-contiguous images tiled region by region", "[conv2d][
     run(make(16, 16, {3, 3}, 1, 1, 1, 1, 1, {2, 3}));
     run(make(16, 16, {3, 3}, 1, 1, 1, 1, 3, {1, 1}));
     run(make(12, 16, {3, 5}, 3, opfuse::Padding(2, 1, 0, 4), 1, 1, 1, {12, 13}));
+    // >= 64 output channels: the AVX-512 6x4 tile with graded heights (6, 5, 4, 3) dealing each chunk's
+    // pixels evenly: 25 = 5 x 5, 7 = 4 + 3, 5; 144 = 24 x 6, 14 = 5 + 5 + 4, 12 = 6 + 6; 13 = 5 + 4 + 4
+    run(make(16, 64, {3, 3}, 1, 1, 1, 1, 1, {7, 7}));
+    run(make(24, 80, {3, 3}, 1, 1, 1, 1, 2, {14, 14}));
+    run(make(8, 130, {5, 5}, 1, 2, 1, 1, 1, {17, 13}));
+}
+
+TEST_CASE("conv2d: large weight blocks reduced in passes over kernel rows", "[conv2d][regions][passes]") {
+    // A channel block whose packed weights exceed pass_weight_bytes (512 KiB) runs its tiles once per
+    // group of kernel rows, carrying the accumulators between passes in a stack buffer: 2 + 1 rows (256
+    // channels, 3x3, with a channel tail), 3 + 2 rows (5x5), one row per pass (1900 channels: this case
+    // splits on every ISA, also SSE2's 8-channel blocks), strided and dilated taps (no merged rows), and
+    // a 30x29 image whose tiles overflow the buffer, so its chunks are shortened and spread over tasks.
+    std::uint32_t seed = 900;
+    std::size_t i = 0;
+    auto run = [&](const ConvCase& cc) { check_case(cc, seed++, i++); };
+    run(make(256, 70, {3, 3}, 1, 1, 1, 1, 2, {9, 11}));
+    run(make(110, 64, {5, 5}, 1, 2, 1, 1, 1, {12, 10}));
+    run(make(1900, 8, {3, 3}, 1, 1, 1, 1, 1, {5, 6}));
+    run(make(240, 64, {3, 3}, 2, 2, 2, 1, 1, {11, 12}));
+    run(make(232, 64, {3, 3}, 1, 1, 1, 1, 1, {30, 29}));
 }
 
 TEST_CASE("conv2d: 1x1 layers on packed NHWC run as a GEMM", "[conv2d][gemm]") {

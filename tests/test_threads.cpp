@@ -26,6 +26,8 @@ std::vector<ThreadCase> cases() {
     v.push_back({"dense 3x3 NHWC", c, Store::NHWC, Store::NHWC});
     v.push_back({"dense 3x3 NCHW", c, Store::NCHW, Store::NCHW});
     v.push_back({"dense 3x3 NHWC -> NCHW", c, Store::NHWC, Store::NCHW});
+    c.cin = 1900, c.cout = 24, c.h = 7, c.w = 9;  // reduced in passes over kernel rows (conv2d_direct.hpp)
+    v.push_back({"dense 3x3 NHWC, weights split by kernel rows", c, Store::NHWC, Store::NHWC});
     c = {};
     c.cin = 64, c.cout = 17, c.n = 2, c.h = 20, c.w = 7;
     v.push_back({"1x1 NHWC", c, Store::NHWC, Store::NHWC});

@@ -74,14 +74,25 @@ OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const flo
     });
 }
 
+// Kernel rows [begin, end) of a tile's reduction. When direct_conv splits the reduction into passes over
+// groups of kernel rows, a tile carries its accumulators from pass to pass in `partial` (MR x NR floats,
+// 64-byte aligned): loaded before a pass that does not start at row 0, stored after one that does not end
+// at the last row. Stored and reloaded as floats, the FMAs run in the order of the unsplit tile, so the
+// result is bitwise the same.
+struct kernel_rows {
+    index_t begin, end;
+    float* partial;
+};
+
 // Computes one tile: pixels (oh[i], ow[i]) of image n, channel block b of group g. Pixels at i >= valid
 // repeat pixel 0 (valid memory, computed, never stored). With a channel-strided input every tap must be
 // inside the image for all pixels of the tile or for none (the row-tile scheme below guarantees it).
 // `Dense`: see finish_tile.
+// `rows`: the kernel rows this call reduces over (all of them unless direct_conv splits the reduction).
 template <class Arch, int MR, int NV, bool Dense, class Chain>
 OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
                  const Chain& chain, index_t n, index_t g, index_t b, const index_t (&oh)[MR],
-                 const index_t (&ow)[MR], int valid) {
+                 const index_t (&ow)[MR], int valid, const kernel_rows& rows) {
     using B = xsimd::batch<float, Arch>;
     constexpr int S = int(B::size);
     constexpr int NR = NV * S;
@@ -100,9 +111,12 @@ OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<con
     const bool merge_row = columns_inside && sC == 1 && sW == P.cin_g && P.dw == 1;
 
     accumulators<Arch, MR, NV> acc;
-    zero<Arch, MR, NV>(acc);
+    if (rows.begin > 0)
+        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v] = B::load_aligned(rows.partial + (i * NV + v) * S); }); });
+    else
+        zero<Arch, MR, NV>(acc);
     const float* px[MR];
-    for (index_t kh = 0; kh < P.kh; ++kh) {
+    for (index_t kh = rows.begin; kh < rows.end; ++kh) {
         if (merge_row) {
             bool any = false;
             for (int i = 0; i < MR; ++i) {
@@ -132,10 +146,23 @@ OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<con
         }
     }
 
+    if (rows.end < P.kh) {
+        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v].store_aligned(rows.partial + (i * NV + v) * S); }); });
+        return;
+    }
     const index_t ch0 = g * P.cout_g + b * NR;
     finish_tile<Arch, MR, NV, Dense>(acc, P.bias + ch0, chain, out.data() + out.offset(n, ch0, 0, 0), out, n, ch0,
                                      oh, ow, valid, P.cout_g - b * NR, P.stream);
 }
+
+// Split a channel block's reduction into passes over kernel rows when its packed weights exceed this (see
+// direct_conv): half of a 1 MiB L2, leaving room for the input and the partial sums.
+#ifndef OPFUSE_PASS_WEIGHT_BYTES
+#define OPFUSE_PASS_WEIGHT_BYTES (512 << 10)
+#endif
+inline constexpr index_t pass_weight_bytes = OPFUSE_PASS_WEIGHT_BYTES;
+// Partial sums of a task's tiles between kernel-row passes, on the stack: 64 KiB.
+inline constexpr index_t partial_capacity_floats = 16384;
 
 // Output pixels [y0, y1) x [x0, x1).
 struct pixel_rect {
@@ -190,10 +217,15 @@ struct tile_runner {
 
     template <int M>
     OPFUSE_ALWAYS_INLINE void operator()(const index_t (&oh)[M], const index_t (&ow)[M], int valid) const {
+        (*this)(oh, ow, valid, kernel_rows{0, P.kh, nullptr});
+    }
+    template <int M>
+    OPFUSE_ALWAYS_INLINE void operator()(const index_t (&oh)[M], const index_t (&ow)[M], int valid,
+                                         const kernel_rows& rows) const {
         if (dense)
-            direct_tile<Arch, M, NV, true>(P, in, out, chain, n, g, b, oh, ow, valid);
+            direct_tile<Arch, M, NV, true>(P, in, out, chain, n, g, b, oh, ow, valid, rows);
         else
-            direct_tile<Arch, M, NV, false>(P, in, out, chain, n, g, b, oh, ow, valid);
+            direct_tile<Arch, M, NV, false>(P, in, out, chain, n, g, b, oh, ow, valid, rows);
     }
 };
 
@@ -329,51 +361,120 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         // rows), so small images (7x7, 14x14) still fill whole tiles. The regions (pixel_regions) keep
         // border pixels out of the interior's tiles: a tile skips only the taps that are padding for all
         // of its pixels, and tiles that mixed border and interior pixels ran every tap for every pixel.
-        // A task is a chunk of tiles of one region for one channel block.
-        // A task streams its block's packed weights once per tile. When they are large (deep layers on
-        // small images), make the chunks as long as the thread count allows so they are fetched from
-        // memory once and then reused from L2.
+        // The pixels of a region are cut into chunks of tiles_per_task tiles, numbered region by region.
+        // A task runs a range of chunks for one channel block.
         const pixel_regions regions(P, in.h(), in.w(), OH, OW);
         const index_t pixels = OH * OW, tiles = (pixels + MR - 1) / MR;
         const index_t block_bytes = P.kh * P.kw * P.cin_g * NR * index_t(sizeof(float));
-        index_t tiles_per_task = 8;
+        index_t tiles_per_task = 8, tasks_per_block = 0;  // 0: one chunk per task
+        index_t rows_per_pass = P.kh;
         if (block_bytes > (index_t(128) << 10)) {
+            // A task streams its block's packed weights once per tile. When they are large (deep layers
+            // on small images), make the tasks as long as the thread count allows, so the weights are
+            // fetched from memory once per task and then reused from L2.
             const index_t other_tasks = N * P.groups * P.blocks, wanted = 2 * index_t(exec.num_threads());
             const index_t chunks_needed = std::max<index_t>(1, (wanted + other_tasks - 1) / other_tasks);
             tiles_per_task = std::max<index_t>(tiles_per_task, (tiles + chunks_needed - 1) / chunks_needed);
+            // Past what L2 holds beside the input (512 @7: 1.2 MB per block), a task runs all its tiles
+            // once per group of kernel rows instead, so that each group's weights come from L3 once per
+            // task rather than once per tile. Then a task spans all the regions' chunks that its tiles'
+            // partial sums leave room for.
+            const index_t row_bytes = block_bytes / P.kh;
+            if (block_bytes > pass_weight_bytes && P.kh > 1) {
+                rows_per_pass = std::max<index_t>(1, pass_weight_bytes / row_bytes);
+                tasks_per_block = chunks_needed;
+                tiles_per_task = std::min(tiles_per_task, partial_capacity_floats / (MR * NR));
+            }
         }
         const index_t chunk = MR * tiles_per_task;
         index_t first_chunk[pixel_regions::max_count + 1] = {0};  // chunks are numbered region by region
         for (int r = 0; r < regions.count; ++r)
             first_chunk[r + 1] = first_chunk[r] + (regions.rect[r].pixels() + chunk - 1) / chunk;
         const index_t chunks = first_chunk[regions.count];
-        exec.parallel_for(N * P.groups * chunks * P.blocks, [&](index_t t) {
-            const index_t b = t % P.blocks, c = (t / P.blocks) % chunks;
-            const index_t g = (t / P.blocks / chunks) % P.groups, n = t / P.blocks / chunks / P.groups;
-            const auto tile = runner(n, g, b);
+        // The partial sums of a task's tiles must fit partial_capacity_floats: split the chunks over more
+        // tasks until they do, or do not split the reduction.
+        auto chunk_tiles = [&](index_t c) {
             int r = 0;
             while (c >= first_chunk[r + 1]) ++r;
-            const pixel_rect& R = regions.rect[r];
-            const index_t begin = (c - first_chunk[r]) * chunk, end = std::min(R.pixels(), begin + chunk);
-            index_t y = R.y0 + begin / R.width(), x = R.x0 + begin % R.width();
-            auto next_tile = [&](auto rows, int valid) {
-                constexpr int M = decltype(rows)::value;
-                index_t oh[M], ow[M];
-                for (int i = 0; i < M; ++i) {
-                    oh[i] = i < valid ? y : oh[0];
-                    ow[i] = i < valid ? x : ow[0];
-                    if (i < valid && ++x == R.x1) x = R.x0, ++y;
+            const index_t rest = regions.rect[r].pixels() - (c - first_chunk[r]) * chunk;
+            return (std::min(rest, chunk) + MR - 1) / MR;
+        };
+        auto fits = [&](index_t tasks) {
+            for (index_t s = 0; s < tasks; ++s) {
+                index_t count = 0;
+                for (index_t c = s * chunks / tasks; c < (s + 1) * chunks / tasks; ++c) count += chunk_tiles(c);
+                if (count * MR * NR > partial_capacity_floats) return false;
+            }
+            return true;
+        };
+        if (tasks_per_block > 0)
+            while (tasks_per_block < chunks && !fits(tasks_per_block)) ++tasks_per_block;
+        if (tasks_per_block == 0 || !fits(tasks_per_block)) tasks_per_block = chunks, rows_per_pass = P.kh;
+        const bool split = rows_per_pass < P.kh;
+
+        exec.parallel_for(N * P.groups * tasks_per_block * P.blocks, [&](index_t t) {
+            const index_t b = t % P.blocks, s = (t / P.blocks) % tasks_per_block;
+            const index_t g = (t / P.blocks / tasks_per_block) % P.groups, n = t / P.blocks / tasks_per_block / P.groups;
+            const index_t c_begin = s * chunks / tasks_per_block, c_end = (s + 1) * chunks / tasks_per_block;
+            const auto tile = runner(n, g, b);
+            // Calls run(oh, ow, valid) for every tile of the task's chunks, in order.
+            auto for_each_tile = [&](auto&& run) {
+                for (index_t c = c_begin; c < c_end; ++c) {
+                    int r = 0;
+                    while (c >= first_chunk[r + 1]) ++r;
+                    const pixel_rect& R = regions.rect[r];
+                    const index_t begin = (c - first_chunk[r]) * chunk, end = std::min(R.pixels(), begin + chunk);
+                    index_t y = R.y0 + begin / R.width(), x = R.x0 + begin % R.width();
+                    auto next_tile = [&](auto rows, int valid) {
+                        constexpr int M = decltype(rows)::value;
+                        index_t oh[M], ow[M];
+                        for (int i = 0; i < M; ++i) {
+                            oh[i] = i < valid ? y : oh[0];
+                            ow[i] = i < valid ? x : ow[0];
+                            if (i < valid && ++x == R.x1) x = R.x0, ++y;
+                        }
+                        run(oh, ow, valid);
+                    };
+                    if constexpr (MR == 6 && NV == 4) {
+                        // The 6x4 tile (AVX-512) comes in heights 6, 5, 4 and 3, and a chunk's pixels are
+                        // dealt evenly over its tiles, so that no tile row computes a pixel twice: on a 7x7
+                        // image the interior's 25 pixels are 5 tiles of 5 and a 7-pixel row 4 + 3 (with
+                        // heights 6 and 3 only: 4 x 6 + 3 and 6 + 3, 57 tile rows for 49 pixels).
+                        const index_t len = end - begin, count = (len + MR - 1) / MR;
+                        for (index_t k = 0; k < count; ++k) {
+                            const int valid = int(len * (k + 1) / count - len * k / count);
+                            if (valid == 6)
+                                next_tile(std::integral_constant<int, 6>{}, valid);
+                            else if (valid == 5)
+                                next_tile(std::integral_constant<int, 5>{}, valid);
+                            else if (valid == 4)
+                                next_tile(std::integral_constant<int, 4>{}, valid);
+                            else
+                                next_tile(std::integral_constant<int, 3>{}, valid);
+                        }
+                    } else {
+                        for (index_t p = begin; p < end; p += MR) {
+                            // a chunk's last few pixels on a half-height tile when they fit one
+                            const int valid = int(std::min<index_t>(MR, end - p));
+                            if (valid > MR / 2)
+                                next_tile(std::integral_constant<int, MR>{}, valid);
+                            else
+                                next_tile(std::integral_constant<int, MR / 2>{}, valid);
+                        }
+                    }
                 }
-                tile(oh, ow, valid);
             };
-            for (index_t p = begin; p < end; p += MR) {
-                // a chunk's last few pixels on a half-height tile when they fit one (25 = 4 x 6 + 1 in the
-                // interior of a 7x7 image)
-                const int valid = int(std::min<index_t>(MR, end - p));
-                if (valid > MR / 2)
-                    next_tile(std::integral_constant<int, MR>{}, valid);
-                else
-                    next_tile(std::integral_constant<int, MR / 2>{}, valid);
+            if (!split) {
+                for_each_tile([&](const auto& oh, const auto& ow, int valid) { tile(oh, ow, valid); });
+            } else {
+                alignas(64) float partial[partial_capacity_floats];
+                for (index_t kh = 0; kh < P.kh; kh += rows_per_pass) {
+                    float* slot = partial;
+                    for_each_tile([&](const auto& oh, const auto& ow, int valid) {
+                        tile(oh, ow, valid, kernel_rows{kh, std::min(P.kh, kh + rows_per_pass), slot});
+                        slot += MR * NR;
+                    });
+                }
             }
             if (P.stream) stream_fence();
         });
