@@ -225,6 +225,24 @@ TEST_CASE("conv2d: grouped and depthwise", "[conv2d][sweep][depthwise]") {
     }
 }
 
+TEST_CASE("conv2d: planar depthwise 3x3 rows of every length class", "[conv2d][depthwise][planar_dw]") {
+    // The 3x3 column sums (AVX-512) run groups of 4 output vectors while the group's last vector still
+    // needs the next vector's sums (its lane 14 is a pixel), then single vectors, computing the next
+    // vector's sums only where lane 14 is a pixel: rows ending on every lane around the 16-lane vectors
+    // and 64-lane groups, with symmetric padding, no horizontal padding and padding 2 on the right only.
+    std::size_t i = 0;
+    for (index_t w : {1, 2, 13, 14, 15, 16, 17, 18, 30, 31, 32, 46, 47, 56, 61, 62, 63, 64, 65, 66, 78, 79, 112, 127}) {
+        check_case(make(5, 5, {3, 3}, 1, 1, 1, 5, 1, {4, w}), 950 + std::uint32_t(i), i);
+        ++i;
+        if (w >= 3) {
+            check_case(make(3, 3, {3, 3}, 1, opfuse::Padding(1, 0), 1, 3, 1, {5, w}), 950 + std::uint32_t(i), i);
+            ++i;
+        }
+        check_case(make(2, 2, {3, 3}, 1, opfuse::Padding(0, 0, 1, 2), 1, 2, 1, {3, w}), 950 + std::uint32_t(i), i);
+        ++i;
+    }
+}
+
 TEST_CASE("conv2d: spatial sizes with tails and batches", "[conv2d][sweep]") {
     std::size_t i = 0;
     for (const Spatial& s : kSpatial)

@@ -99,7 +99,9 @@ OPFUSE_TILE_FUNCTION void depthwise_planar_rows(const depthwise_plan& P, const T
 #if XSIMD_WITH_AVX512F
         // 3x3: per input vector, the three kernel columns' sums over the kernel rows (9 FMAs on aligned
         // loads); the output vector is column 0's sum plus columns 1 and 2 shifted in from the next
-        // vector's sums by valignd: 2 shuffles per output vector where shifting the inputs took 6.
+        // vector's sums by valignd: 2 shuffles per output vector where shifting the inputs took 6. Only
+        // lanes 14 and 15 read the next vector's sums, so the row's last vector often needs none: a
+        // 56-pixel row is 4 vectors of sums, not 5 (in groups of 4 vectors it had been 5 of 9 FMAs each).
         if constexpr (KWC == 3 && has_masked_moves<Arch>) {
             if (KH == 3) {
                 const float* r[3];
@@ -114,18 +116,27 @@ OPFUSE_TILE_FUNCTION void depthwise_planar_rows(const depthwise_plan& P, const T
                         t[kw] = xsimd::fma(a2, wv[2][kw], xsimd::fma(a1, wv[1][kw], a0 * wv[0][kw]));
                     });
                 };
+                auto output = [&](index_t x, const B (&t)[3], const B (&next)[3]) OPFUSE_UNROLLED {
+                    const __m512i lo1 = _mm512_castps_si512(t[1]), hi1 = _mm512_castps_si512(next[1]);
+                    const __m512i lo2 = _mm512_castps_si512(t[2]), hi2 = _mm512_castps_si512(next[2]);
+                    finish(x, t[0] + B(_mm512_castsi512_ps(_mm512_alignr_epi32(hi1, lo1, 1))) +
+                                  B(_mm512_castsi512_ps(_mm512_alignr_epi32(hi2, lo2, 2))));
+                };
                 B t[V + 1][3];
                 column_sums(0, t[0]);
-                for (index_t x0 = 0; x0 < OW; x0 += V * S) {
+                index_t x0 = 0;
+                // groups of V output vectors whose last one needs the next vector's sums (lane 14 < OW)
+                for (; x0 + V * S - 2 < OW; x0 += V * S) {
                     static_for<V>([&](auto i) OPFUSE_UNROLLED { column_sums(x0 + (i + 1) * S, t[i + 1]); });
-                    static_for<V>([&](auto i) OPFUSE_UNROLLED {
-                        const __m512i lo1 = _mm512_castps_si512(t[i][1]), hi1 = _mm512_castps_si512(t[i + 1][1]);
-                        const __m512i lo2 = _mm512_castps_si512(t[i][2]), hi2 = _mm512_castps_si512(t[i + 1][2]);
-                        const B acc = t[i][0] + B(_mm512_castsi512_ps(_mm512_alignr_epi32(hi1, lo1, 1))) +
-                                      B(_mm512_castsi512_ps(_mm512_alignr_epi32(hi2, lo2, 2)));
-                        finish(x0 + i * S, acc);
-                    });
+                    static_for<V>([&](auto i) OPFUSE_UNROLLED { output(x0 + i * S, t[i], t[i + 1]); });
                     static_for<3>([&](auto kw) OPFUSE_UNROLLED { t[0][kw] = t[V][kw]; });
+                }
+                // the rest one vector at a time; the next vector's sums only where lane 14 is a pixel
+                for (; x0 < OW; x0 += S) {
+                    B next[3] = {B(0.f), B(0.f), B(0.f)};
+                    if (x0 + S - 2 < OW) column_sums(x0 + S, next);
+                    output(x0, t[0], next);
+                    static_for<3>([&](auto kw) OPFUSE_UNROLLED { t[0][kw] = next[kw]; });
                 }
                 continue;
             }
