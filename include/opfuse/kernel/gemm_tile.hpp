@@ -30,6 +30,21 @@ OPFUSE_ALWAYS_INLINE void zero(accumulators<Arch, MR, NV>& acc) {
     static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v] = xsimd::batch<float, Arch>(0.f); }); });
 }
 
+// Parks the accumulators in / reloads them from `partial` (MR x NV vectors, 64-byte aligned, row-major):
+// the running sums of a tile whose reduction is split into passes. Stored and reloaded as floats, the
+// FMAs keep the order of the unsplit reduction, so the result is bitwise the same.
+template <class Arch, int MR, int NV>
+OPFUSE_ALWAYS_INLINE void park(const accumulators<Arch, MR, NV>& acc, float* partial) {
+    constexpr int S = int(xsimd::batch<float, Arch>::size);
+    static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v].store_aligned(partial + (i * NV + v) * S); }); });
+}
+template <class Arch, int MR, int NV>
+OPFUSE_ALWAYS_INLINE void unpark(accumulators<Arch, MR, NV>& acc, const float* partial) {
+    using B = xsimd::batch<float, Arch>;
+    constexpr int S = int(B::size);
+    static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v] = B::load_aligned(partial + (i * NV + v) * S); }); });
+}
+
 // `UnitStride` is cs == 1 (channel-contiguous input): the broadcast address is then px[i] + k.
 template <class Arch, int MR, int NV, bool UnitStride>
 OPFUSE_ALWAYS_INLINE void accumulate(accumulators<Arch, MR, NV>& acc, const float* const (&px)[MR], index_t cs,

@@ -76,9 +76,8 @@ OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const flo
 
 // Kernel rows [begin, end) of a tile's reduction. When direct_conv splits the reduction into passes over
 // groups of kernel rows, a tile carries its accumulators from pass to pass in `partial` (MR x NR floats,
-// 64-byte aligned): loaded before a pass that does not start at row 0, stored after one that does not end
-// at the last row. Stored and reloaded as floats, the FMAs run in the order of the unsplit tile, so the
-// result is bitwise the same.
+// 64-byte aligned; park/unpark in gemm_tile.hpp): reloaded before a pass that does not start at row 0,
+// parked after one that does not end at the last row.
 struct kernel_rows {
     index_t begin, end;
     float* partial;
@@ -112,7 +111,7 @@ OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<con
 
     accumulators<Arch, MR, NV> acc;
     if (rows.begin > 0)
-        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v] = B::load_aligned(rows.partial + (i * NV + v) * S); }); });
+        unpark<Arch, MR, NV>(acc, rows.partial);
     else
         zero<Arch, MR, NV>(acc);
     const float* px[MR];
@@ -147,7 +146,7 @@ OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<con
     }
 
     if (rows.end < P.kh) {
-        static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v].store_aligned(rows.partial + (i * NV + v) * S); }); });
+        park<Arch, MR, NV>(acc, rows.partial);
         return;
     }
     const index_t ch0 = g * P.cout_g + b * NR;
@@ -379,8 +378,8 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
             // once per group of kernel rows instead, so that each group's weights come from L3 once per
             // task rather than once per tile. Then a task spans all the regions' chunks that its tiles'
             // partial sums leave room for.
-            const index_t row_bytes = block_bytes / P.kh;
             if (block_bytes > pass_weight_bytes && P.kh > 1) {
+                const index_t row_bytes = block_bytes / P.kh;
                 rows_per_pass = std::max<index_t>(1, pass_weight_bytes / row_bytes);
                 tasks_per_block = chunks_needed;
                 tiles_per_task = std::min(tiles_per_task, partial_capacity_floats / (MR * NR));
@@ -391,25 +390,35 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         for (int r = 0; r < regions.count; ++r)
             first_chunk[r + 1] = first_chunk[r] + (regions.rect[r].pixels() + chunk - 1) / chunk;
         const index_t chunks = first_chunk[regions.count];
-        // The partial sums of a task's tiles must fit partial_capacity_floats: split the chunks over more
-        // tasks until they do, or do not split the reduction.
-        auto chunk_tiles = [&](index_t c) {
+        // Chunk c: pixels [begin, end) of region R, in row-major order within the region.
+        struct chunk_span {
+            const pixel_rect* R;
+            index_t begin, end;
+        };
+        auto span_of = [&](index_t c) {
             int r = 0;
             while (c >= first_chunk[r + 1]) ++r;
-            const index_t rest = regions.rect[r].pixels() - (c - first_chunk[r]) * chunk;
-            return (std::min(rest, chunk) + MR - 1) / MR;
+            const pixel_rect& R = regions.rect[r];
+            const index_t begin = (c - first_chunk[r]) * chunk;
+            return chunk_span{&R, begin, std::min(R.pixels(), begin + chunk)};
         };
+        // The partial sums of a task's tiles must fit partial_capacity_floats: split the chunks over more
+        // tasks until they do (one chunk alone always fits: tiles_per_task was capped above).
         auto fits = [&](index_t tasks) {
             for (index_t s = 0; s < tasks; ++s) {
                 index_t count = 0;
-                for (index_t c = s * chunks / tasks; c < (s + 1) * chunks / tasks; ++c) count += chunk_tiles(c);
+                for (index_t c = s * chunks / tasks; c < (s + 1) * chunks / tasks; ++c) {
+                    const chunk_span span = span_of(c);
+                    count += (span.end - span.begin + MR - 1) / MR;
+                }
                 if (count * MR * NR > partial_capacity_floats) return false;
             }
             return true;
         };
         if (tasks_per_block > 0)
             while (tasks_per_block < chunks && !fits(tasks_per_block)) ++tasks_per_block;
-        if (tasks_per_block == 0 || !fits(tasks_per_block)) tasks_per_block = chunks, rows_per_pass = P.kh;
+        else
+            tasks_per_block = chunks;
         const bool split = rows_per_pass < P.kh;
 
         exec.parallel_for(N * P.groups * tasks_per_block * P.blocks, [&](index_t t) {
@@ -420,10 +429,8 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
             // Calls run(oh, ow, valid) for every tile of the task's chunks, in order.
             auto for_each_tile = [&](auto&& run) {
                 for (index_t c = c_begin; c < c_end; ++c) {
-                    int r = 0;
-                    while (c >= first_chunk[r + 1]) ++r;
-                    const pixel_rect& R = regions.rect[r];
-                    const index_t begin = (c - first_chunk[r]) * chunk, end = std::min(R.pixels(), begin + chunk);
+                    const auto [Rp, begin, end] = span_of(c);
+                    const pixel_rect& R = *Rp;
                     index_t y = R.y0 + begin / R.width(), x = R.x0 + begin % R.width();
                     auto next_tile = [&](auto rows, int valid) {
                         constexpr int M = decltype(rows)::value;

@@ -159,9 +159,7 @@ OPFUSE_TILE_FUNCTION void gemm_tile(const gemm_plan& P, const Rows& rows, const 
     if (first)
         zero<Arch, MR, NV>(acc);
     else
-        static_for<MR>([&](auto i) OPFUSE_UNROLLED {
-            static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v] = B::load_aligned(partial + i * NR + v * S); });
-        });
+        unpark<Arch, MR, NV>(acc, partial);
     const float* px[MR];
     const auto at = rows.template locate<MR>(m);
     for (int i = 0; i < MR; ++i) px[i] = at.a(i) + k0;
@@ -189,9 +187,7 @@ OPFUSE_TILE_FUNCTION void gemm_tile(const gemm_plan& P, const Rows& rows, const 
         }
     }
     if (!last) {
-        static_for<MR>([&](auto i) OPFUSE_UNROLLED {
-            static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v].store_aligned(partial + i * NR + v * S); });
-        });
+        park<Arch, MR, NV>(acc, partial);
         return;
     }
     const index_t ch0 = p * NR;
