@@ -286,6 +286,20 @@ TEST_CASE("conv2d: channel-contiguous images tiled region by region", "[conv2d][
     run(make(8, 130, {5, 5}, 1, 2, 1, 1, 1, {17, 13}));
 }
 
+TEST_CASE("conv2d: band rows dealt over graded tile heights", "[conv2d][band][graded]") {
+    // check_case's channel-strided (NCHW) inputs run the band path, one output row at a time: on AVX-512,
+    // with 64 or more output channels, each row is dealt evenly over 6x4 tiles of heights 6 to 3. Rows of
+    // 2, 3, 5, 6, 7 (4 + 3), 11 (6 + 5), 13 (5 + 4 + 4), 14 (5 + 5 + 4) and 28 pixels; a 5x5 kernel with a
+    // channel tail (70 = 64 + 6) on two images; stride 2 (rows of 11); and a 3-channel first layer, which
+    // also takes the band path from an NHWC input.
+    std::uint32_t seed = 1500;
+    std::size_t i = 0;
+    for (index_t w : {2, 3, 5, 6, 7, 11, 13, 14, 28}) check_case(make(24, 64, {3, 3}, 1, 1, 1, 1, 1, {4, w}), seed++, i++);
+    check_case(make(16, 70, {5, 5}, 1, 2, 1, 1, 2, {6, 13}), seed++, i++);
+    check_case(make(20, 64, {3, 3}, 2, 1, 1, 1, 1, {9, 21}), seed++, i++);
+    check_case(make(3, 64, {3, 3}, 1, 1, 1, 1, 1, {5, 17}), seed++, i++);
+}
+
 TEST_CASE("conv2d: large weight blocks reduced in passes over kernel rows", "[conv2d][regions][passes]") {
     // A channel block whose packed weights exceed pass_weight_bytes (512 KiB) runs its tiles once per
     // group of kernel rows, carrying the accumulators between passes in a stack buffer: 2 + 1 rows (256

@@ -239,11 +239,13 @@ struct band_extent {
 // out of the tile loop: the pixels of a tile are evenly spaced in the band, so their addresses need no
 // bounds checks. For short reductions (27 FMAs per accumulator in the first layer) the per-tile set-up of
 // direct_tile was a fifth of the time. Taps that read only padding for every pixel of a tile are skipped:
-// on a 7x7 image, 2 kernel rows of 21 and a third of the 1-pixel tile that ends each row.
+// on a 7x7 image, 2 kernel rows of 21 and a third of the 1-pixel tile that ends each row. `graded`: the
+// 6x4 tile's row is dealt evenly over tiles of heights 6 to 3 (see direct_conv).
 template <class Arch, int MR, int NV, bool Dense, class Chain>
 OPFUSE_TILE_FUNCTION void band_row_sweep(const direct_plan& Q, const TensorView<const float, 4>& band,
                                          const band_extent& image, const TensorView<float, 4>& out,
-                                         const Chain& chain, index_t n, index_t g, index_t b, index_t y) {
+                                         const Chain& chain, index_t n, index_t g, index_t b, index_t y,
+                                         bool graded) {
     constexpr int NR = NV * int(xsimd::batch<float, Arch>::size);
     const index_t OW = out.w(), cin = Q.cin_g, pixel_step = Q.sw * band.stride(3);
     const float* wblock = Q.weights + (g * Q.blocks + b) * Q.kh * Q.kw * cin * NR;
@@ -273,6 +275,26 @@ OPFUSE_TILE_FUNCTION void band_row_sweep(const direct_plan& Q, const TensorView<
                                         Q.cout_g - b * NR, Q.stream);
     };
     index_t x = 0;
+    if constexpr (MR == 6 && NV == 4) {
+        if (graded) {
+            // As in direct_conv: heights 6 to 3, the row's pixels dealt evenly over its tiles (28-pixel rows:
+            // 5 + 6 + 5 + 6 + 6 instead of 4 x 6 + 6 for the last 4).
+            const index_t count = (OW + MR - 1) / MR;
+            for (index_t k = 0; k < count; ++k) {
+                const int valid = int(OW * (k + 1) / count - OW * k / count);
+                if (valid == 6)
+                    tile(std::integral_constant<int, 6>{}, x, valid);
+                else if (valid == 5)
+                    tile(std::integral_constant<int, 5>{}, x, valid);
+                else if (valid == 4)
+                    tile(std::integral_constant<int, 4>{}, x, valid);
+                else
+                    tile(std::integral_constant<int, 3>{}, x, valid);
+                x += valid;
+            }
+            return;
+        }
+    }
     for (; x + MR <= OW; x += MR) tile(std::integral_constant<int, MR>{}, x, MR);
     // The row's last few pixels run on a half-height tile when they fit one: a 7-pixel row (512 @7) is
     // a 6-pixel and a 3-pixel tile instead of two 6-pixel ones (each tile costs its full height).
@@ -298,6 +320,11 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     // A channel-strided output (NCHW) row is staged: the tiles store full vectors into an NHWC row of all
     // channels on the stack, transposed into the channel planes when the row is done (instead of one scalar
     // store per value).
+    // Graded tile heights on the band path (band_row_sweep) only while a channel block's packed weights fit
+    // L2 (twice pass_weight_bytes). Measured (NCHW, 6 interleaved runs): 128 @28 and 256 @14 about 5 %
+    // faster; 512 @7, whose 1.2 MB blocks every tile streams from L3, 1.14x slower with 4 + 3 tiles per
+    // 7-pixel row than with 6 + 3.
+    const bool graded = P.kh * P.kw * P.cin_g * NR * index_t(sizeof(float)) <= 2 * pass_weight_bytes;
     auto band_row = [&](const direct_plan& Q, const TensorView<const float, 4>& bv, index_t n, index_t g,
                         index_t y) {
         alignas(64) float stage_storage[band_capacity_floats];
@@ -308,9 +335,9 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
             const bool dense = (b + 1) * NR <= P.cout_g && dst.stride(1) == 1;
             if (Q.dw == 1) {
                 if (dense)
-                    band_row_sweep<Arch, MR, NV, true>(Q, bv, image, dst, chain, n, g, b, y);
+                    band_row_sweep<Arch, MR, NV, true>(Q, bv, image, dst, chain, n, g, b, y, graded);
                 else
-                    band_row_sweep<Arch, MR, NV, false>(Q, bv, image, dst, chain, n, g, b, y);
+                    band_row_sweep<Arch, MR, NV, false>(Q, bv, image, dst, chain, n, g, b, y, graded);
                 continue;
             }
             const tile_runner<Arch, NV, Chain> tile{Q, bv, dst, chain, n, g, b, dense};
