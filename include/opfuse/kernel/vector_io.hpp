@@ -81,4 +81,18 @@ OPFUSE_ALWAYS_INLINE xsimd::batch<float, Arch> load_at(const TensorView<const fl
                                s.lanes);
 }
 
+// Pins a loaded vector to a register. GCC folds a load into every FMA that uses its value (one memory
+// operand per FMA), which for a vector reused by several FMAs multiplies the loads: the depthwise row
+// sweep's input columns feed 3 FMAs each. The empty asm makes the value opaque, so it is loaded once.
+template <class Arch>
+OPFUSE_ALWAYS_INLINE xsimd::batch<float, Arch> in_register(xsimd::batch<float, Arch> v) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    auto r = static_cast<typename xsimd::batch<float, Arch>::register_type>(v);
+    asm("" : "+v"(r));
+    return r;
+#else
+    return v;
+#endif
+}
+
 }  // namespace opfuse::detail

@@ -151,7 +151,7 @@ OPFUSE_TILE_FUNCTION void depthwise_row_sweep(const depthwise_plan& P, const Ten
             if (rows[kh] == nullptr) return;
             const float* r = rows[kh] + iw0 * sW;
             static_for<COLS>([&](auto c) OPFUSE_UNROLLED {
-                const B a = load(r + c * sW);
+                const B a = in_register<Arch>(load(r + c * sW));  // loaded once for its K FMAs
                 static_for<K>([&](auto kw) {
                     constexpr int d = decltype(c)::value - decltype(kw)::value;  // = i * SW
                     if constexpr (d >= 0 && d % SW == 0 && d / SW < MR)
