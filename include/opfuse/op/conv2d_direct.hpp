@@ -228,6 +228,26 @@ struct tile_runner {
     }
 };
 
+// Graded tile heights of the 6x4 AVX-512 tile: `len` pixels dealt evenly over ceil(len / 6) tiles of
+// heights 6, 5, 4 and 3, so that no tile row computes a pixel twice (a tile costs its full height; a
+// 7-pixel run is 4 + 3, not 6 + 3). Calls tile(std::integral_constant<int, height>{}, valid) for each tile
+// in order; a run of 1 or 2 pixels is one tile of height 3.
+template <class Tile>
+OPFUSE_ALWAYS_INLINE void for_each_graded_tile(index_t len, Tile&& tile) {
+    const index_t count = (len + 5) / 6;
+    for (index_t k = 0; k < count; ++k) {
+        const int valid = int(len * (k + 1) / count - len * k / count);
+        if (valid == 6)
+            tile(std::integral_constant<int, 6>{}, valid);
+        else if (valid == 5)
+            tile(std::integral_constant<int, 5>{}, valid);
+        else if (valid == 4)
+            tile(std::integral_constant<int, 4>{}, valid);
+        else
+            tile(std::integral_constant<int, 3>{}, valid);
+    }
+}
+
 // Where a band's image lies: band row 0 is input row `top` of an image of `rows` rows, whose columns are
 // band columns [left, left + cols).
 struct band_extent {
@@ -276,22 +296,11 @@ OPFUSE_TILE_FUNCTION void band_row_sweep(const direct_plan& Q, const TensorView<
     };
     index_t x = 0;
     if constexpr (MR == 6 && NV == 4) {
-        if (graded) {
-            // As in direct_conv: heights 6 to 3, the row's pixels dealt evenly over its tiles (28-pixel rows:
-            // 5 + 6 + 5 + 6 + 6 instead of 4 x 6 + 6 for the last 4).
-            const index_t count = (OW + MR - 1) / MR;
-            for (index_t k = 0; k < count; ++k) {
-                const int valid = int(OW * (k + 1) / count - OW * k / count);
-                if (valid == 6)
-                    tile(std::integral_constant<int, 6>{}, x, valid);
-                else if (valid == 5)
-                    tile(std::integral_constant<int, 5>{}, x, valid);
-                else if (valid == 4)
-                    tile(std::integral_constant<int, 4>{}, x, valid);
-                else
-                    tile(std::integral_constant<int, 3>{}, x, valid);
+        if (graded) {  // 28-pixel rows: 5 + 6 + 5 + 6 + 6 instead of 4 x 6 + 6 for the last 4
+            for_each_graded_tile(OW, [&](auto rows, int valid) OPFUSE_UNROLLED {
+                tile(rows, x, valid);
                 x += valid;
-            }
+            });
             return;
         }
     }
@@ -324,7 +333,8 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     // L2 (twice pass_weight_bytes). Measured (NCHW, 6 interleaved runs): 128 @28 and 256 @14 about 5 %
     // faster; 512 @7, whose 1.2 MB blocks every tile streams from L3, 1.14x slower with 4 + 3 tiles per
     // 7-pixel row than with 6 + 3.
-    const bool graded = P.kh * P.kw * P.cin_g * NR * index_t(sizeof(float)) <= 2 * pass_weight_bytes;
+    const index_t block_bytes = P.kh * P.kw * P.cin_g * NR * index_t(sizeof(float));  // one channel block's
+    const bool graded = block_bytes <= 2 * pass_weight_bytes;
     auto band_row = [&](const direct_plan& Q, const TensorView<const float, 4>& bv, index_t n, index_t g,
                         index_t y) {
         alignas(64) float stage_storage[band_capacity_floats];
@@ -391,7 +401,6 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
         // A task runs a range of chunks for one channel block.
         const pixel_regions regions(P, in.h(), in.w(), OH, OW);
         const index_t pixels = OH * OW, tiles = (pixels + MR - 1) / MR;
-        const index_t block_bytes = P.kh * P.kw * P.cin_g * NR * index_t(sizeof(float));
         index_t tiles_per_task = 8, tasks_per_block = 0;  // 0: one chunk per task
         index_t rows_per_pass = P.kh;
         if (block_bytes > (index_t(128) << 10)) {
@@ -474,18 +483,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
                         // dealt evenly over its tiles, so that no tile row computes a pixel twice: on a 7x7
                         // image the interior's 25 pixels are 5 tiles of 5 and a 7-pixel row 4 + 3 (with
                         // heights 6 and 3 only: 4 x 6 + 3 and 6 + 3, 57 tile rows for 49 pixels).
-                        const index_t len = end - begin, count = (len + MR - 1) / MR;
-                        for (index_t k = 0; k < count; ++k) {
-                            const int valid = int(len * (k + 1) / count - len * k / count);
-                            if (valid == 6)
-                                next_tile(std::integral_constant<int, 6>{}, valid);
-                            else if (valid == 5)
-                                next_tile(std::integral_constant<int, 5>{}, valid);
-                            else if (valid == 4)
-                                next_tile(std::integral_constant<int, 4>{}, valid);
-                            else
-                                next_tile(std::integral_constant<int, 3>{}, valid);
-                        }
+                        for_each_graded_tile(end - begin, next_tile);
                     } else {
                         for (index_t p = begin; p < end; p += MR) {
                             // a chunk's last few pixels on a half-height tile when they fit one
