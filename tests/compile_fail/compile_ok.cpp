@@ -7,4 +7,16 @@ void run(const opfuse::fused<opfuse::Conv2d, opfuse::Add, opfuse::Relu>& f,
     f(in, out, in, pool);
     g(in, out, in, pool);
 }
-int main() { return sizeof(opfuse::fused<opfuse::Conv2d>) > 0 ? 0 : 1; }
+// A span assigned a named vector (the correct form of span_from_temporary.cpp) and built from a temporary
+// that lives through the constructor call.
+std::vector<float> load_weights() { return std::vector<float>(16 * 8, 0.5f); }
+int main() {
+    const std::vector<float> w = load_weights();
+    opfuse::conv2d_params p;
+    p.in_channels = 8;
+    p.out_channels = 16;
+    p.weights = w;
+    const opfuse::Conv2d conv(p);
+    const opfuse::Linear linear(opfuse::Linear::params{8, 16, load_weights()});
+    return sizeof(opfuse::fused<opfuse::Conv2d>) > 0 ? 0 : 1;
+}

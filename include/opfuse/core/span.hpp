@@ -15,6 +15,18 @@ public:
     constexpr span(T* data, std::size_t size) : data_(data), size_(size) {}
     template <class U, class Alloc>
     span(const std::vector<U, Alloc>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT: implicit by design
+    // `p.weights = load_weights();` would leave p.weights viewing a vector destroyed at the end of the
+    // statement, and the op constructed later would read freed memory. Building a span from a temporary
+    // stays allowed (conv2d_params{..., make_weights()} passed straight to a constructor is fine).
+    template <class U, class Alloc>
+    span& operator=(std::vector<U, Alloc>&&) {
+        static_assert(sizeof(U) == 0,
+                      "opfuse::span only views values: assigning a temporary std::vector would leave it dangling; "
+                      "keep the vector in a variable that outlives the op's construction and assign that");
+        return *this;
+    }
+    span& operator=(const span&) = default;
+    span(const span&) = default;
     template <class U, std::size_t N>
     constexpr span(const std::array<U, N>& a) : data_(a.data()), size_(N) {}  // NOLINT
     template <std::size_t N>
