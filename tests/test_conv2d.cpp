@@ -243,6 +243,23 @@ TEST_CASE("conv2d: planar depthwise 3x3 rows of every length class", "[conv2d][d
     }
 }
 
+TEST_CASE("conv2d: 3x3 same depthwise on flattened NCHW planes", "[conv2d][depthwise][flat_dw]") {
+    // check_case's NCHW -> NCHW pair runs conv2d_depthwise_flat.hpp on AVX-512 (dense planes, stride 1,
+    // padding 1): planes smaller than one vector, single rows and columns (every pixel at a border), rows
+    // shorter and longer than a vector so that vectors cross 0, 1 or several row ends, planes ending on
+    // every kind of partial vector, batches, and few planes (ranges of vectors per task) as well as many.
+    // Its NCHWPitch pair (gapped rows) runs the row kernel instead.
+    std::size_t i = 0;
+    for (Spatial s : {Spatial{1, 1}, Spatial{1, 5}, Spatial{5, 1}, Spatial{2, 3}, Spatial{3, 5}, Spatial{4, 4},
+                      Spatial{1, 17}, Spatial{17, 1}, Spatial{7, 7}, Spatial{3, 16}, Spatial{5, 15},
+                      Spatial{6, 17}, Spatial{9, 56}, Spatial{4, 33}}) {
+        for (index_t c : {index_t(2), index_t(17)}) {
+            check_case(make(c, c, {3, 3}, 1, 1, 1, c, 1 + i % 2, s), 1100 + std::uint32_t(i), i);
+            ++i;
+        }
+    }
+}
+
 TEST_CASE("conv2d: spatial sizes with tails and batches", "[conv2d][sweep]") {
     std::size_t i = 0;
     for (const Spatial& s : kSpatial)

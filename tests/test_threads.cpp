@@ -37,6 +37,8 @@ std::vector<ThreadCase> cases() {
     v.push_back({"depthwise NHWC", c, Store::NHWC, Store::NHWC});
     v.push_back({"depthwise NCHW", c, Store::NCHW, Store::NCHW});
     v.push_back({"depthwise channel slices", c, Store::NHWCSlice, Store::NHWCSlice});
+    c.cin = c.cout = c.groups = 3, c.sh = c.sw = 1, c.n = 1;  // 3 planes of 17 vectors, split into ranges of vectors
+    v.push_back({"depthwise 3x3 NCHW, flattened planes", c, Store::NCHW, Store::NCHW});
     c = {};
     c.cin = 34, c.cout = 14, c.groups = 2, c.kh = c.kw = 5, c.pad = 2, c.n = 1, c.h = 13, c.w = 11;
     v.push_back({"grouped NCHW", c, Store::NCHW, Store::NCHWPitch});

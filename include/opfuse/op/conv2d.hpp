@@ -1,6 +1,7 @@
 // Conv2d, the main op: validates its hyper-parameters, packs the OIHW weights once (folding a per-channel
 // scale and shift when fused<> asks it to) and runs the loop nest that suits the layer:
 //   depthwise (1 input and 1 output channel per group)       -> conv2d_depthwise.hpp
+//     3x3 stride 1 "same" on dense planar tensors (AVX-512)  -> conv2d_depthwise_flat.hpp
 //     on planar (NCHW) tensors, stride 1 along the rows       -> conv2d_depthwise_planar.hpp
 //   1x1 unpadded, channel-contiguous (NHWC) tensors          -> the GEMM of linear_gemm.hpp
 //   1x1 unpadded, planar (NCHW) tensors                      -> conv2d_pointwise_planar.hpp
@@ -14,6 +15,7 @@
 #include "../core/config.hpp"
 #include "../kernel/gemm_tile.hpp"
 #include "conv2d_depthwise.hpp"
+#include "conv2d_depthwise_flat.hpp"
 #include "conv2d_depthwise_planar.hpp"
 #include "conv2d_direct.hpp"
 #include "conv2d_planar_rows.hpp"
@@ -119,6 +121,12 @@ public:
                                               weights_.data(), bias_.data(), zeros_.data()};
             // Planar (NCHW) tensors: vectorized along the rows when the chain allows it (see site.hpp).
             if constexpr (Chain::pixel_lanes) {
+#if XSIMD_WITH_AVX512F
+                if constexpr (detail::has_masked_moves<Arch>) {
+                    if (detail::depthwise_flat_supports<Arch>(plan, in, out, chain))
+                        return detail::depthwise_flat<Arch>(plan, in, out, chain, exec);
+                }
+#endif
                 if (in.stride(1) != 1 && detail::depthwise_planar_supports<Arch>(plan, in, out))
                     return detail::depthwise_planar<Arch>(plan, in, out, chain, exec);
             }
