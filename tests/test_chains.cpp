@@ -13,7 +13,7 @@ namespace {
 ConvCase shape(int i) {
     ConvCase c;
     switch (i) {
-        case 0:  // dense 3x3, 17 output channels
+        case 0:  // dense 3x3, 17 output channels: NCHW -> NCHW runs the flattened-plane kernel on AVX-512
             c.cin = 16, c.cout = 17, c.kh = c.kw = 3, c.pad = 1, c.h = 13, c.w = 11;
             break;
         case 1:  // 1x1 stride 2, 65 output channels, batch 3

@@ -260,6 +260,24 @@ TEST_CASE("conv2d: 3x3 same depthwise on flattened NCHW planes", "[conv2d][depth
     }
 }
 
+TEST_CASE("conv2d: 3x3 same dense layers on flattened NCHW planes", "[conv2d][dense_flat]") {
+    // check_case's NCHW -> NCHW pair runs conv2d_dense_flat.hpp on AVX-512 (one group, stride 1, padding
+    // 1, dense planes of at least 8 vectors): rows shorter and longer than a vector and multiples of it
+    // (vectors crossing 0, 1 or several row ends), planes ending on a partial vector, chunks dealt as 3 + 3
+    // + 2 (8 vectors) and 3 + 3 + 3 + 2 + 2 (13), several chunks of a large plane, output channel counts
+    // that end inside an 8-channel tile and span several 64-channel blocks, and batches. Smaller planes
+    // (7x7) and the NCHWPitch pair (gapped rows) take the band path.
+    std::size_t i = 0;
+    for (Spatial s : {Spatial{8, 16}, Spatial{1, 128}, Spatial{128, 1}, Spatial{11, 13}, Spatial{14, 14},
+                      Spatial{5, 33}, Spatial{24, 20}, Spatial{9, 56}}) {
+        check_case(make(16, 24, {3, 3}, 1, 1, 1, 1, 1 + i % 2, s), 1200 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(13, 70, {3, 3}, 1, 1, 1, 1, 1, s), 1200 + std::uint32_t(i), i);
+        ++i;
+    }
+    check_case(make(33, 131, {3, 3}, 1, 1, 1, 1, 1, {14, 14}), 1250, 0);
+}
+
 TEST_CASE("conv2d: spatial sizes with tails and batches", "[conv2d][sweep]") {
     std::size_t i = 0;
     for (const Spatial& s : kSpatial)

@@ -24,7 +24,7 @@ std::vector<ThreadCase> cases() {
     ConvCase c;
     c.cin = 17, c.cout = 65, c.kh = c.kw = 3, c.pad = 1, c.n = 3, c.h = 13, c.w = 11;
     v.push_back({"dense 3x3 NHWC", c, Store::NHWC, Store::NHWC});
-    v.push_back({"dense 3x3 NCHW", c, Store::NCHW, Store::NCHW});
+    v.push_back({"dense 3x3 NCHW", c, Store::NCHW, Store::NCHW});  // flattened planes on AVX-512: 6 tasks
     v.push_back({"dense 3x3 NHWC -> NCHW", c, Store::NHWC, Store::NCHW});
     c.cin = 1900, c.cout = 24, c.h = 7, c.w = 9;  // reduced in passes over kernel rows (conv2d_direct.hpp)
     v.push_back({"dense 3x3 NHWC, weights split by kernel rows", c, Store::NHWC, Store::NHWC});

@@ -6,6 +6,7 @@
 //   1x1 unpadded, channel-contiguous (NHWC) tensors          -> the GEMM of linear_gemm.hpp
 //   1x1 unpadded, planar (NCHW) tensors                      -> conv2d_pointwise_planar.hpp
 //   short reductions (the first layer) on planar tensors     -> conv2d_planar_rows.hpp
+//   3x3 stride 1 "same" on dense planar tensors (AVX-512)    -> conv2d_dense_flat.hpp
 //   everything else (dense, grouped, NCHW, ...)              -> conv2d_direct.hpp
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "../kernel/gemm_tile.hpp"
 #include "conv2d_depthwise.hpp"
 #include "conv2d_depthwise_flat.hpp"
+#include "conv2d_dense_flat.hpp"
 #include "conv2d_depthwise_planar.hpp"
 #include "conv2d_direct.hpp"
 #include "conv2d_planar_rows.hpp"
@@ -169,6 +171,16 @@ private:
                                                                          out.stride(0), out.size() * sizeof(float))};
             if (!pointwise_ && p_.groups == 1 && p_.stride.w == 1 && detail::planar_rows_supports<Arch>(rows, in, out))
                 return detail::planar_rows<Arch>(rows, in, out, chain, exec);
+#if XSIMD_WITH_AVX512F
+            if constexpr (detail::has_masked_moves<Arch>) {
+                const detail::dense_flat_plan flat{p_.in_channels, p_.out_channels, p_.kernel.h, p_.kernel.w,
+                                                   p_.stride.h,    p_.stride.w,     q.top,       q.left,
+                                                   p_.dilation.h,  p_.dilation.w,   p_.groups,   NV * S,
+                                                   weights_.data(), bias_.data(),  rows.stream};
+                if (detail::dense_flat_supports<Arch>(flat, in, out, chain))
+                    return detail::dense_flat<Arch>(flat, in, out, chain, exec);
+            }
+#endif
         }
         if (!pointwise_ || in.stride(1) != 1 || out.stride(1) != 1)
             return run_direct<NV>(in, out, chain, exec, weights_.data());
