@@ -5,8 +5,8 @@
 // broadcasts MR weights. AVX-512 only (masked loads).
 //
 // Why: the NHWC band path moves every input value through a transposing copy and every output value
-// back, and on small planes its tiles cannot cross rows; both cost 1.25-1.35x the NHWC time on Zen 5
-// (64 @224, 256 @14, 512 @7). Here nothing is copied. With pixels numbered p = y*W + x, tap (dy, dx)
+// back, and on small planes its tiles cannot cross rows; both cost 1.2-1.35x the NHWC time on Zen 5
+// (64 @224, 256 @14). Here nothing is copied. (7x7 planes stay on the band path: see dense_flat_supports.) With pixels numbered p = y*W + x, tap (dy, dx)
 // reads p + dy*W + dx, which is inside the image exactly when it is a flattened index inside [0, H*W)
 // and the column x + dx is inside [0, W): one lane mask per (tap, vector), the same for every input
 // channel, so the masks are computed once per task and the inner loop over the channels is branch-free.
