@@ -351,6 +351,25 @@ TEST_CASE("conv2d: large weight blocks reduced in passes over kernel rows", "[co
     run(make(232, 64, {3, 3}, 1, 1, 1, 1, 1, {30, 29}));
 }
 
+TEST_CASE("conv2d: small NCHW images with large weights run on whole-image bands", "[conv2d][image_band]") {
+    // check_case's channel-strided inputs (NCHW, NCHWPitch) run conv2d_image_band.hpp when a channel block's
+    // packed weights exceed pass_weight_bytes: the padded image transposed one slice of input channels at a
+    // time, tiles along the flattened output pixels, sums parked between slices.
+    std::uint32_t seed = 1700;
+    std::size_t i = 0;
+    auto run = [&](const ConvCase& cc) { check_case(cc, seed++, i++); };
+    // Every ISA (blocks of 8, 16 or 32 channels): 5x5 over 700 channels in 5 to 7 slices, a channel tail
+    // (20 = 8 + 8 + 4 on SSE2), two images, tiles ending inside a row (6x7).
+    run(make(700, 20, {5, 5}, 1, 2, 1, 1, 2, {6, 7}));
+    // AVX-512 (64-channel blocks): 512 @7-like, 4 blocks (the last one 8 channels) in one task, 6 slices
+    // of 50 channels, 9 graded tiles; stride 2 + dilation 2 + asymmetric padding (rows and columns read past
+    // the image on one side only); no padding on a 13x14 image, whose 11x12 outputs are 22 tiles per block,
+    // more than half the partial sums, so each task holds one block.
+    run(make(300, 200, {3, 3}, 1, 1, 1, 1, 1, {7, 7}));
+    run(make(256, 64, {3, 3}, 2, opfuse::Padding(0, 1, 2, 1), 2, 1, 1, {11, 12}));
+    run(make(240, 130, {3, 3}, 1, 0, 1, 1, 1, {13, 14}));
+}
+
 TEST_CASE("conv2d: 1x1 layers on packed NHWC run as a GEMM", "[conv2d][gemm]") {
     // The NHWC -> NHWC pair of check_case runs Linear's GEMM kernel (the other pairs the direct tiles):
     // K split into two L2 slices (1600 x 64 floats), a channel tail (65, 130), images that end inside a

@@ -28,6 +28,11 @@ std::vector<ThreadCase> cases() {
     v.push_back({"dense 3x3 NHWC -> NCHW", c, Store::NHWC, Store::NCHW});
     c.cin = 1900, c.cout = 24, c.h = 7, c.w = 9;  // reduced in passes over kernel rows (conv2d_direct.hpp)
     v.push_back({"dense 3x3 NHWC, weights split by kernel rows", c, Store::NHWC, Store::NHWC});
+    // Whole-image bands (conv2d_image_band.hpp): the blocks per task follow the thread count (SSE2: 5 blocks
+    // as 1, 2 or 3 tasks), the input-channel slices must not.
+    c = {};
+    c.cin = 700, c.cout = 40, c.kh = c.kw = 5, c.pad = 2, c.n = 1, c.h = 5, c.w = 6;
+    v.push_back({"dense 5x5 NCHW, whole-image bands", c, Store::NCHW, Store::NCHW});
     c = {};
     c.cin = 64, c.cout = 17, c.n = 2, c.h = 20, c.w = 7;
     v.push_back({"1x1 NHWC", c, Store::NHWC, Store::NHWC});

@@ -7,6 +7,7 @@
 //   1x1 unpadded, planar (NCHW) tensors                      -> conv2d_pointwise_planar.hpp
 //   short reductions (the first layer) on planar tensors     -> conv2d_planar_rows.hpp
 //   3x3 stride 1 "same" on dense planar tensors (AVX-512)    -> conv2d_dense_flat.hpp
+//   small NCHW images with weights beyond L2 (512 @7)         -> conv2d_image_band.hpp
 //   everything else (dense, grouped, NCHW, ...)              -> conv2d_direct.hpp
 #pragma once
 
@@ -20,6 +21,7 @@
 #include "conv2d_dense_flat.hpp"
 #include "conv2d_depthwise_planar.hpp"
 #include "conv2d_direct.hpp"
+#include "conv2d_image_band.hpp"
 #include "conv2d_planar_rows.hpp"
 #include "conv2d_pointwise_planar.hpp"
 #include "conv2d_geometry.hpp"
@@ -219,6 +221,8 @@ private:
                                        out.stride(1) == 1 && detail::can_stream<Arch>(out.data(), out.stride(3),
                                                                                       out.stride(2), out.stride(0),
                                                                                       out.size() * sizeof(float))};
+        if (detail::image_band_supports<Arch, NV>(plan, in, out, exec.num_threads()))
+            return detail::image_band_conv<Arch, NV>(plan, in, out, chain, exec);
         detail::direct_conv<Arch, NV>(plan, in, out, chain, exec);
     }
 
