@@ -6,10 +6,11 @@
 //
 // Why: the NHWC band path moves every input value through a transposing copy and every output value
 // back, and on small planes its tiles cannot cross rows; both cost 1.2-1.35x the NHWC time on Zen 5
-// (64 @224, 256 @14). Here nothing is copied. (7x7 planes stay on the band path: see dense_flat_supports.) With pixels numbered p = y*W + x, tap (dy, dx)
-// reads p + dy*W + dx, which is inside the image exactly when it is a flattened index inside [0, H*W)
-// and the column x + dx is inside [0, W): one lane mask per (tap, vector), the same for every input
-// channel, so the masks are computed once per task and the inner loop over the channels is branch-free.
+// (64 @224, 256 @14). Here nothing is copied. (7x7 planes go to conv2d_image_band.hpp instead: see
+// dense_flat_supports.) With pixels numbered p = y*W + x, tap (dy, dx) reads p + dy*W + dx, which is
+// inside the image exactly when it is a flattened index inside [0, H*W) and the column x + dx is inside
+// [0, W): one lane mask per (tap, vector), the same for every input channel, so the masks are computed
+// once per task and the inner loop over the channels is branch-free.
 // A masked-off lane is never read (no fault before or past the plane) and reads as zero.
 //
 // The output plane and every operand plane of the chain must have gap-free rows (along_width Sites
@@ -49,17 +50,11 @@ bool dense_flat_supports(const dense_flat_plan& P, const TensorView<const float,
     if constexpr (!has_masked_moves<Arch>) {
         return false;
     } else {
-        if (P.kh != 3 || P.kw != 3 || P.sh != 1 || P.sw != 1 || P.dh != 1 || P.dw != 1 || P.pt != 1 || P.pl != 1 ||
-            P.groups != 1 || P.nr % dense_flat_mr != 0)
-            return false;
-        if (out.h() != in.h() || out.w() != in.w() || in.stride(1) == 1 || !dense_plane(in) || !dense_plane(out))
-            return false;
+        if (P.groups != 1 || P.nr % dense_flat_mr != 0) return false;
         // Planes of fewer than 8 vectors (7x7: 4 vectors for 49 pixels) waste lanes and leave only
-        // 8 x 2 tiles; there the band path is faster (512 @7: 1.33 vs 1.5-1.6x the NHWC time).
+        // 8 x 2 tiles; there the whole-image band is faster (512 @7: 1.16-1.20 vs 1.5-1.6x the NHWC time).
         if (in.h() * in.w() < dense_flat_min_vectors * 16) return false;
-        for (const auto& operand : chain.operands())
-            if (!dense_plane(operand)) return false;
-        return true;
+        return same_3x3_on_dense_planes(P, in, out, chain);
     }
 }
 

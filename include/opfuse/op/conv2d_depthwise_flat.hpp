@@ -33,13 +33,7 @@ bool depthwise_flat_supports(const depthwise_plan& P, const TensorView<const flo
     if constexpr (!has_masked_moves<Arch>) {
         return false;
     } else {
-        if (P.kh != 3 || P.kw != 3 || P.sh != 1 || P.sw != 1 || P.dh != 1 || P.dw != 1 || P.pt != 1 || P.pl != 1)
-            return false;
-        if (out.h() != in.h() || out.w() != in.w() || in.stride(1) == 1 || !dense_plane(in) || !dense_plane(out))
-            return false;
-        for (const auto& operand : chain.operands())
-            if (!dense_plane(operand)) return false;
-        return true;
+        return same_3x3_on_dense_planes(P, in, out, chain);
     }
 }
 

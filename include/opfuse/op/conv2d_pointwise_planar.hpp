@@ -48,6 +48,21 @@ bool dense_plane(const TensorView<T, 4>& t) {
     return t.stride(3) == 1 && t.stride(2) == t.w();
 }
 
+// What the flattened-plane kernels (conv2d_depthwise_flat.hpp, conv2d_dense_flat.hpp) need: a 3x3, stride
+// 1, padding 1, undilated convolution (output planes the size of the input's) from a planar input to a
+// planar output, the input, the output and every operand of the chain on gap-free planes.
+template <class Plan, class Chain>
+bool same_3x3_on_dense_planes(const Plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
+                              const Chain& chain) {
+    if (P.kh != 3 || P.kw != 3 || P.sh != 1 || P.sw != 1 || P.dh != 1 || P.dw != 1 || P.pt != 1 || P.pl != 1)
+        return false;
+    if (out.h() != in.h() || out.w() != in.w() || in.stride(1) == 1 || !dense_plane(in) || !dense_plane(out))
+        return false;
+    for (const auto& operand : chain.operands())
+        if (!dense_plane(operand)) return false;
+    return true;
+}
+
 template <class Arch, class Chain>
 bool pointwise_planar_supports(const pointwise_planar_plan& P, const TensorView<const float, 4>& in,
                                const TensorView<float, 4>& out, const Chain& chain) {
