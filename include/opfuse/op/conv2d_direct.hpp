@@ -248,6 +248,27 @@ OPFUSE_ALWAYS_INLINE void for_each_graded_tile(index_t len, Tile&& tile) {
     }
 }
 
+// Calls tile(std::integral_constant<int, height>{}, valid) for the tiles of a run of `len` pixels: the
+// graded heights of the 6x4 tile (for_each_graded_tile), else full tiles and a half-height last one when
+// the rest fits it. Either way ceil(len / MR) tiles.
+template <int MR, int NV, class Tile>
+OPFUSE_ALWAYS_INLINE void for_each_pixel_tile(index_t len, Tile&& tile) {
+    if constexpr (MR == 6 && NV == 4) {
+        for_each_graded_tile(len, tile);
+    } else {
+        for (index_t p = 0; p < len; p += MR) {
+            const int valid = int(std::min<index_t>(MR, len - p));
+            if (valid > MR / 2)
+                tile(std::integral_constant<int, MR>{}, valid);
+            else
+                tile(std::integral_constant<int, MR / 2>{}, valid);
+        }
+    }
+}
+
+// The first layer (3x3 over 3 channels): kernel-row segments too short to amortize a tile's set-up.
+inline bool short_reduction(const direct_plan& P) { return P.kw * P.cin_g < 32; }
+
 // Where a band's image lies: band row 0 is input row `top` of an image of `rows` rows, whose columns are
 // band columns [left, left + cols).
 struct band_extent {
@@ -374,8 +395,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     //     otherwise run one 3-long segment per tap; on the band every tile runs KH segments of KW*Cin.
     const index_t pad_right = std::max<index_t>(0, (OW - 1) * P.sw + (P.kw - 1) * P.dw + 1 - P.pl - W);
     const index_t band_width = P.pl + W + pad_right;
-    const bool short_reduction = P.kw * P.cin_g < 32;  // the first layer: too short to amortize a tile's set-up
-    if ((in.stride(1) != 1 || short_reduction) && band_rows * band_width * P.cin_g <= band_capacity_floats) {
+    if ((in.stride(1) != 1 || short_reduction(P)) && band_rows * band_width * P.cin_g <= band_capacity_floats) {
         const index_t chunks = (OH + band_chunk_rows - 1) / band_chunk_rows;
         exec.parallel_for(N * P.groups * chunks, [&](index_t t) {
             const index_t y0 = (t % chunks) * band_chunk_rows, g = (t / chunks) % P.groups, n = t / chunks / P.groups;
@@ -478,22 +498,12 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
                         }
                         run(oh, ow, valid);
                     };
-                    if constexpr (MR == 6 && NV == 4) {
-                        // The 6x4 tile (AVX-512) comes in heights 6, 5, 4 and 3, and a chunk's pixels are
-                        // dealt evenly over its tiles, so that no tile row computes a pixel twice: on a 7x7
-                        // image the interior's 25 pixels are 5 tiles of 5 and a 7-pixel row 4 + 3 (with
-                        // heights 6 and 3 only: 4 x 6 + 3 and 6 + 3, 57 tile rows for 49 pixels).
-                        for_each_graded_tile(end - begin, next_tile);
-                    } else {
-                        for (index_t p = begin; p < end; p += MR) {
-                            // a chunk's last few pixels on a half-height tile when they fit one
-                            const int valid = int(std::min<index_t>(MR, end - p));
-                            if (valid > MR / 2)
-                                next_tile(std::integral_constant<int, MR>{}, valid);
-                            else
-                                next_tile(std::integral_constant<int, MR / 2>{}, valid);
-                        }
-                    }
+                    // The 6x4 tile (AVX-512) comes in heights 6, 5, 4 and 3, and a chunk's pixels are dealt
+                    // evenly over its tiles, so that no tile row computes a pixel twice: on a 7x7 image the
+                    // interior's 25 pixels are 5 tiles of 5 and a 7-pixel row 4 + 3 (with heights 6 and 3
+                    // only: 4 x 6 + 3 and 6 + 3, 57 tile rows for 49 pixels). Other tiles: a chunk's last few
+                    // pixels on a half-height tile when they fit one.
+                    for_each_pixel_tile<MR, NV>(end - begin, next_tile);
                 }
             };
             if (!split) {

@@ -22,27 +22,9 @@ namespace opfuse::detail {
 // `slice` input channels.
 struct image_band_cut {
     index_t rows, cols;  // the padded image held by the band
-    index_t tiles;       // tiles of one channel block (graded heights, see for_each_graded_tile)
+    index_t tiles;       // tiles of one channel block (see for_each_pixel_tile)
     index_t blocks_per_task, slice;
 };
-
-// Calls tile(std::integral_constant<int, height>{}, valid) for the tiles of a run of `len` pixels: the
-// graded heights of the 6x4 tile (for_each_graded_tile), else full tiles and a half-height last one when
-// the rest fits it. Either way ceil(len / MR) tiles.
-template <int MR, int NV, class Tile>
-OPFUSE_ALWAYS_INLINE void for_each_pixel_tile(index_t len, Tile&& tile) {
-    if constexpr (MR == 6 && NV == 4) {
-        for_each_graded_tile(len, tile);
-    } else {
-        for (index_t p = 0; p < len; p += MR) {
-            const int valid = int(std::min<index_t>(MR, len - p));
-            if (valid > MR / 2)
-                tile(std::integral_constant<int, MR>{}, valid);
-            else
-                tile(std::integral_constant<int, MR / 2>{}, valid);
-        }
-    }
-}
 
 template <class Arch, int NV>
 image_band_cut image_band_cut_of(const direct_plan& P, const TensorView<const float, 4>& in,
@@ -72,7 +54,7 @@ template <class Arch, int NV>
 bool image_band_supports(const direct_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
                          int threads) {
     constexpr index_t NR = NV * index_t(xsimd::batch<float, Arch>::size);
-    if (in.stride(1) == 1 || P.kw * P.cin_g < 32) return false;
+    if (in.stride(1) == 1 || short_reduction(P)) return false;
     if (P.kh * P.kw * P.cin_g * NR * index_t(sizeof(float)) <= pass_weight_bytes) return false;
     const image_band_cut cut = image_band_cut_of<Arch, NV>(P, in, out, threads);
     return cut.blocks_per_task >= 1 && cut.slice >= std::min<index_t>(16, P.cin_g);
