@@ -230,9 +230,14 @@ TEST_CASE("conv2d: planar depthwise 3x3 rows of every length class", "[conv2d][d
     // needs the next vector's sums (its lane 14 is a pixel), then single vectors, computing the next
     // vector's sums only where lane 14 is a pixel: rows ending on every lane around the 16-lane vectors
     // and 64-lane groups, with symmetric padding, no horizontal padding and padding 2 on the right only.
+    // On AVX2 the padding-1 cases run conv2d_depthwise_rows3x3.hpp: rows of 1, 2 or more 8-lane vectors
+    // ending on every lane, with 4-vector groups and single vectors between the two edge vectors, and
+    // top/bottom padding of 0 to 2 rows (kernel rows skipped at both ends of the plane).
     std::size_t i = 0;
     for (index_t w : {1, 2, 13, 14, 15, 16, 17, 18, 30, 31, 32, 46, 47, 56, 61, 62, 63, 64, 65, 66, 78, 79, 112, 127}) {
         check_case(make(5, 5, {3, 3}, 1, 1, 1, 5, 1, {4, w}), 950 + std::uint32_t(i), i);
+        ++i;
+        check_case(make(4, 4, {3, 3}, 1, opfuse::Padding(2, 1, 0, 1), 1, 4, 1, {3, w}), 950 + std::uint32_t(i), i);
         ++i;
         if (w >= 3) {
             check_case(make(3, 3, {3, 3}, 1, opfuse::Padding(1, 0), 1, 3, 1, {5, w}), 950 + std::uint32_t(i), i);

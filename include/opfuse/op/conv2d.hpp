@@ -2,6 +2,7 @@
 // scale and shift when fused<> asks it to) and runs the loop nest that suits the layer:
 //   depthwise (1 input and 1 output channel per group)       -> conv2d_depthwise.hpp
 //     3x3 stride 1 "same" on dense planar tensors (AVX-512)  -> conv2d_depthwise_flat.hpp
+//     3x3 stride 1 on planar tensors (AVX2)                   -> conv2d_depthwise_rows3x3.hpp
 //     on planar (NCHW) tensors, stride 1 along the rows       -> conv2d_depthwise_planar.hpp
 //   1x1 unpadded, channel-contiguous (NHWC) tensors          -> the GEMM of linear_gemm.hpp
 //   1x1 unpadded, planar (NCHW) tensors                      -> conv2d_pointwise_planar.hpp
@@ -20,6 +21,7 @@
 #include "conv2d_depthwise_flat.hpp"
 #include "conv2d_dense_flat.hpp"
 #include "conv2d_depthwise_planar.hpp"
+#include "conv2d_depthwise_rows3x3.hpp"
 #include "conv2d_direct.hpp"
 #include "conv2d_image_band.hpp"
 #include "conv2d_planar_rows.hpp"
@@ -129,6 +131,12 @@ public:
                 if constexpr (detail::has_masked_moves<Arch>) {
                     if (detail::depthwise_flat_supports<Arch>(plan, in, out, chain))
                         return detail::depthwise_flat<Arch>(plan, in, out, chain, exec);
+                }
+#endif
+#if XSIMD_WITH_AVX2
+                if constexpr (detail::has_avx2_masked_loads<Arch>) {
+                    if (detail::depthwise_rows3x3_supports<Arch>(plan, in, out))
+                        return detail::depthwise_rows3x3_planes<Arch>(plan, in, out, chain, exec);
                 }
 #endif
                 if (in.stride(1) != 1 && detail::depthwise_planar_supports<Arch>(plan, in, out))
