@@ -134,7 +134,7 @@ public:
                 }
 #endif
 #if XSIMD_WITH_AVX2
-                if constexpr (detail::has_avx2_masked_loads<Arch>) {
+                if constexpr (detail::is_avx2_family<Arch>) {
                     if (detail::depthwise_rows3x3_supports<Arch>(plan, in, out))
                         return detail::depthwise_rows3x3_planes<Arch>(plan, in, out, chain, exec);
                 }

@@ -266,4 +266,21 @@ void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& i
     });
 }
 
+// Runs fn(n, c, begin, end) for every channel plane c of every image n: one task per plane, or, when there
+// are too few planes to keep the threads busy, `parts_when_few` tasks per plane, each a range of [0, extent)
+// (rows, or vectors of a flattened plane). The planar kernels compute each output vector the same way
+// whichever task holds it, so the split changes no result.
+template <class Exec, class Fn>
+void for_each_plane_part(index_t images, index_t channels, index_t extent, index_t parts_when_few, Exec& exec,
+                         const Fn& fn) {
+    const index_t planes = images * channels;
+    const index_t parts = planes >= 4 * index_t(exec.num_threads()) ? 1 : std::max<index_t>(1, parts_when_few);
+    const index_t per_part = (extent + parts - 1) / parts;
+    exec.parallel_for(planes * parts, [&](index_t t) {
+        const index_t k = t % parts, c = (t / parts) % channels, n = t / parts / channels;
+        const index_t begin = k * per_part, end = std::min(extent, begin + per_part);
+        if (begin < end) fn(n, c, begin, end);
+    });
+}
+
 }  // namespace opfuse::detail

@@ -103,21 +103,16 @@ OPFUSE_TILE_FUNCTION void depthwise_flat_vectors(const depthwise_plan& P, const 
     }
 }
 
-// A task is one plane of one image, or a range of its vectors when there are few planes.
 template <class Arch, class Chain, class Exec>
 void depthwise_flat(const depthwise_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
                     const Chain& chain, Exec& exec) {
     static_assert(Chain::pixel_lanes, "the flattened depthwise kernel needs epilogues that accept along_width Sites");
     constexpr index_t S = 16;
-    const index_t planes = out.n() * P.channels, vectors = (in.h() * in.w() + S - 1) / S;
-    // Splitting a plane changes no arithmetic: every output vector is computed the same way.
-    const index_t chunks = planes >= 4 * index_t(exec.num_threads()) ? 1 : std::min<index_t>(vectors, 8);
-    const index_t per_chunk = (vectors + chunks - 1) / chunks;
-    exec.parallel_for(planes * chunks, [&](index_t t) {
-        const index_t k = t % chunks, c = (t / chunks) % P.channels, n = t / chunks / P.channels;
-        const index_t v0 = k * per_chunk, v1 = std::min(vectors, v0 + per_chunk);
-        if (v0 < v1) depthwise_flat_vectors<Arch>(P, in, out, chain, n, c, v0, v1);
-    });
+    const index_t vectors = (in.h() * in.w() + S - 1) / S;
+    for_each_plane_part(out.n(), P.channels, vectors, std::min<index_t>(vectors, 8), exec,
+                        [&](index_t n, index_t c, index_t v0, index_t v1) {
+                            depthwise_flat_vectors<Arch>(P, in, out, chain, n, c, v0, v1);
+                        });
 }
 #endif
 

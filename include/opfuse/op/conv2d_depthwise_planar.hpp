@@ -164,23 +164,18 @@ OPFUSE_TILE_FUNCTION void depthwise_planar_rows(const depthwise_plan& P, const T
     }
 }
 
-// A task is one channel plane of one image (or a chunk of its rows when there are few planes).
 template <class Arch, class Chain, class Exec>
 void depthwise_planar(const depthwise_plan& P, const TensorView<const float, 4>& in, const TensorView<float, 4>& out,
                       const Chain& chain, Exec& exec) {
     static_assert(Chain::pixel_lanes, "the planar depthwise kernel needs epilogues that accept along_width Sites");
-    const index_t N = out.n(), OH = out.h(), planes = N * P.channels;
-    const index_t chunks = planes >= 4 * index_t(exec.num_threads()) ? 1 : (OH + band_chunk_rows - 1) / band_chunk_rows;
-    const index_t rows_per_chunk = (OH + chunks - 1) / chunks;
-    exec.parallel_for(planes * chunks, [&](index_t t) {
-        const index_t k = t % chunks, c = (t / chunks) % P.channels, n = t / chunks / P.channels;
-        const index_t y0 = k * rows_per_chunk, y1 = std::min(OH, y0 + rows_per_chunk);
-        if (y0 >= y1) return;
-        if (P.kw == 3)
-            depthwise_planar_rows<Arch, 3>(P, in, out, chain, n, c, y0, y1);
-        else
-            depthwise_planar_rows<Arch, 0>(P, in, out, chain, n, c, y0, y1);
-    });
+    const index_t OH = out.h();
+    for_each_plane_part(out.n(), P.channels, OH, (OH + band_chunk_rows - 1) / band_chunk_rows, exec,
+                        [&](index_t n, index_t c, index_t y0, index_t y1) {
+                            if (P.kw == 3)
+                                depthwise_planar_rows<Arch, 3>(P, in, out, chain, n, c, y0, y1);
+                            else
+                                depthwise_planar_rows<Arch, 0>(P, in, out, chain, n, c, y0, y1);
+                        });
 }
 
 }  // namespace opfuse::detail
