@@ -331,13 +331,16 @@ TEST_CASE("conv2d: band rows dealt over graded tile heights", "[conv2d][band][gr
     // with 64 or more output channels, each row is dealt evenly over 6x4 tiles of heights 6 to 3. Rows of
     // 2, 3, 5, 6, 7 (4 + 3), 11 (6 + 5), 13 (5 + 4 + 4), 14 (5 + 5 + 4) and 28 pixels; a 5x5 kernel with a
     // channel tail (70 = 64 + 6) on two images; stride 2 (rows of 11); and a 3-channel first layer, which
-    // also takes the band path from an NHWC input.
+    // also takes the band path from an NHWC input. Short reductions (kw * cin < 32) with 32 or more output
+    // channels run 3x4 tiles on AVX2 too: with a channel tail (40 = 32 + 8, 70) and stride 2.
     std::uint32_t seed = 1500;
     std::size_t i = 0;
     for (index_t w : {2, 3, 5, 6, 7, 11, 13, 14, 28}) check_case(make(24, 64, {3, 3}, 1, 1, 1, 1, 1, {4, w}), seed++, i++);
     check_case(make(16, 70, {5, 5}, 1, 2, 1, 1, 2, {6, 13}), seed++, i++);
     check_case(make(20, 64, {3, 3}, 2, 1, 1, 1, 1, {9, 21}), seed++, i++);
     check_case(make(3, 64, {3, 3}, 1, 1, 1, 1, 1, {5, 17}), seed++, i++);
+    check_case(make(5, 40, {5, 5}, 1, 2, 1, 1, 1, {9, 10}), seed++, i++);
+    check_case(make(3, 70, {3, 3}, 2, 1, 1, 1, 2, {11, 9}), seed++, i++);
 }
 
 TEST_CASE("conv2d: large weight blocks reduced in passes over kernel rows", "[conv2d][regions][passes]") {

@@ -9,15 +9,18 @@
 #include "../core/config.hpp"
 #include "../core/static_for.hpp"
 #include "../core/tensor.hpp"
+#include "vector_io.hpp"
 
 namespace opfuse::detail {
 
 // Register tile shapes per vector width, chosen so accumulators + NV weight vectors + one broadcast fit
-// the register file: AVX-512 (32 zmm) 12x2 or 24x1; AVX2/SSE (16 regs) 6x2 or 12x1.
+// the register file: AVX-512 (32 zmm) 6x4, 12x2 or 12x1; AVX2/SSE (16 regs) 6x2 or 8x1, and on AVX2 3x4
+// for the reductions where it measured faster (see basic_conv2d: one weight vector becomes a memory operand).
 template <class Arch>
 struct tile_shape {
     static constexpr int simd = int(xsimd::batch<float, Arch>::size);
     static constexpr bool wide_register_file = simd >= 16;
+    static constexpr bool four_vector_tiles = wide_register_file || is_avx2_family<Arch>;
     template <int NV>
     static constexpr int mr = NV == 4 ? (wide_register_file ? 6 : 3) : NV == 2 ? (wide_register_file ? 12 : 6) : (wide_register_file ? 12 : 8);
 };

@@ -25,6 +25,15 @@ inline constexpr bool has_masked_moves =
     false;
 #endif
 
+// AVX2 and the ISAs built on it in xsimd (fma3<avx2>); AVX-512 targets are not.
+template <class Arch>
+inline constexpr bool is_avx2_family =
+#if XSIMD_WITH_AVX2
+    std::is_base_of_v<xsimd::avx2, Arch>;
+#else
+    false;
+#endif
+
 template <class Arch>
 OPFUSE_ALWAYS_INLINE xsimd::batch<float, Arch> load_channels(const float* p, index_t channel_stride, int lanes) {
     using B = xsimd::batch<float, Arch>;

@@ -27,15 +27,6 @@
 
 namespace opfuse::detail {
 
-// AVX2 and the ISAs built on it (fma3<avx2>, AVX-512 targets use their own kernel).
-template <class Arch>
-inline constexpr bool is_avx2_family =
-#if XSIMD_WITH_AVX2
-    std::is_base_of_v<xsimd::avx2, Arch>;
-#else
-    false;
-#endif
-
 template <class Arch>
 bool depthwise_rows3x3_supports(const depthwise_plan& P, const TensorView<const float, 4>& in,
                                 const TensorView<float, 4>& out) {
