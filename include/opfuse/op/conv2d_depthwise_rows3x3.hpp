@@ -7,10 +7,10 @@
 // Why not the generic planar kernel (conv2d_depthwise_planar.hpp): it copies every input row into a
 // zero-padded ring on the stack and computes whole groups of 4 vectors, so a 112-pixel row costs a
 // 112-float copy and 128 pixels of FMAs. Here only a row's first and last vectors (whose taps reach the
-// left/right padding, or past the row's end) take masked loads; everything else is 9 loads and 9 FMAs
-// per output vector (6 in a pair). The AVX-512 column-sum trick (conv2d_depthwise_flat.hpp) does not carry over: shifting a
-// vector by one lane across the two 128-bit halves costs two shuffles on AVX2 (several micro-ops each on
-// Zen 1), more than the two loads it saves.
+// left/right padding, or past the row's end) take masked loads; everything else is 9 FMAs and 9 loads
+// per output vector (6 loads in a pair). The AVX-512 column-sum trick (conv2d_depthwise_flat.hpp) does not
+// carry over: shifting a vector by one lane across the two 128-bit halves costs two shuffles on AVX2
+// (several micro-ops each on Zen 1), more than the two loads it saves.
 //
 // Rows in the top/bottom padding are skipped (not multiplied by zero weights), so an Inf or NaN in the
 // input stays exactly as the reference convolution propagates it.
