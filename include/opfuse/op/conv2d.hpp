@@ -68,7 +68,8 @@ public:
         // when its weight panel overflows L2, e.g. 512->512 @7x7).
         // With 16 registers (AVX2, SSE) 6x2 leaves more room than 3x4, except for short reductions (the band
         // path's kw * cin < 32, e.g. the first layer's 3x3x3) on AVX2: 3x4 broadcasts half as many inputs
-        // per FMA, and measured 8-13 % faster there on Zen 1, while the 1x1 and dense 3x3 layers lost 2-6 %.
+        // per FMA, and measured 5-13 % faster there on Zen 1, while the 1x1 layers lost 2-6 % (dense 3x3: mixed,
+        // within the noise).
         constexpr bool wide = detail::tile_shape<Arch>::wide_register_file;
         const bool short_reduction = p.kernel.w * cin_g < 32;
         const bool four = wide || (detail::tile_shape<Arch>::four_vector_tiles && short_reduction);
