@@ -71,8 +71,8 @@ public:
         // per FMA, and measured 5-13 % faster there on Zen 1, while the 1x1 layers lost 2-6 % (dense 3x3: mixed,
         // within the noise).
         constexpr bool wide = detail::tile_shape<Arch>::wide_register_file;
-        const bool short_reduction = p.kernel.w * cin_g < 32;
-        const bool four = wide || (detail::tile_shape<Arch>::four_vector_tiles && short_reduction);
+        const bool four = wide || (detail::tile_shape<Arch>::four_vector_tiles &&
+                                   detail::short_reduction(p.kernel.w, cin_g));
         nv_ = four && cout_g >= 4 * S ? 4 : cout_g > S ? 2 : 1;
         const index_t nr = nv_ * S;
         const index_t taps = p.kernel.h * p.kernel.w;

@@ -267,7 +267,8 @@ OPFUSE_ALWAYS_INLINE void for_each_pixel_tile(index_t len, Tile&& tile) {
 }
 
 // The first layer (3x3 over 3 channels): kernel-row segments too short to amortize a tile's set-up.
-inline bool short_reduction(const direct_plan& P) { return P.kw * P.cin_g < 32; }
+inline bool short_reduction(index_t kw, index_t cin_g) { return kw * cin_g < 32; }
+inline bool short_reduction(const direct_plan& P) { return short_reduction(P.kw, P.cin_g); }
 
 // Where a band's image lies: band row 0 is input row `top` of an image of `rows` rows, whose columns are
 // band columns [left, left + cols).
