@@ -30,6 +30,12 @@ public:
         return step<0, 0>(x, s);
     }
 
+    // Asks for the cache line that holds the operand values at `s` (its first lane) in every tensor the
+    // chain reads, so that a kernel can start those loads before the reduction that precedes its epilogue.
+    OPFUSE_ALWAYS_INLINE void prefetch_operands(const Site& s) const {
+        for (const auto& t : operands_) __builtin_prefetch(t.data() + t.offset(s.n, s.channel, s.oh, s.ow), 0, 3);
+    }
+
     // The tensors read by Add/Mul-like epilogues, in chain order.
     const operand_array& operands() const { return operands_; }
 

@@ -37,6 +37,20 @@ OPFUSE_ALWAYS_INLINE void apply_epilogue(accumulators<Arch, MR, NV>& acc, const 
     }
 }
 
+// Prefetches, for `pixels` pixels of a tile of NR channels, the lines of every tensor its chain reads
+// (Add's residual, ...): site_of(i, c) is the Site of pixel i at the tile's c-th channel. Called before the
+// reduction, so those loads overlap the FMAs instead of stalling the epilogue: the residual is a whole
+// output-sized tensor, usually not in cache, read at a pixel stride the hardware prefetcher does not
+// follow. Measured on Zen 1 (BN+Add+ReLU against BN+ReLU): first layer 3->64 @224 1.21-1.25x -> 1.11-1.12x,
+// 1x1 64->256 @56 1.39-1.44x -> 1.23-1.30x; dense 3x3 unchanged (its long reduction already hid them).
+template <int NR, class Chain, class SiteOf>
+OPFUSE_ALWAYS_INLINE void prefetch_operands(const Chain& chain, int pixels, const SiteOf& site_of) {
+    if constexpr (Chain::tensor_count > 0) {
+        for (int i = 0; i < pixels; ++i)
+            for (int c = 0; c < NR; c += 16) chain.prefetch_operands(site_of(i, c));  // one 64-byte line
+    }
+}
+
 // Calls finish(i, v, acc[i][v]) for every accumulator of a tile whose lanes run along the pixels (the
 // planar kernels: each vector has its own channel and Site, so apply_epilogue's per-column bias does not
 // fit). Cheap chains: unrolled on the registers; others: looped over an L1 copy of the tile, for the same

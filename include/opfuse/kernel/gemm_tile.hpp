@@ -25,6 +25,10 @@ struct tile_shape {
     static constexpr int mr = NV == 4 ? (wide_register_file ? 6 : 3) : NV == 2 ? (wide_register_file ? 12 : 6) : (wide_register_file ? 12 : 8);
 };
 
+// The first layer (3x3 over 3 channels): kernel-row segments (kw taps of cin_g channels) too short to
+// amortize a tile's set-up; the convolutions pick other loop nests and tiles for them.
+inline bool short_reduction(index_t kw, index_t cin_g) { return kw * cin_g < 32; }
+
 template <class Arch, int MR, int NV>
 using accumulators = xsimd::batch<float, Arch>[MR][NV];
 

@@ -111,6 +111,14 @@ OPFUSE_TILE_FUNCTION void depthwise_rows3x3(const depthwise_plan& P, const Tenso
         return reinterpret_cast<std::uintptr_t>(first) >= lo + sizeof(float) &&
                reinterpret_cast<std::uintptr_t>(last) + std::uintptr_t(edges.reach) * sizeof(float) <= hi;
     };
+    // Column loads: plain for interior vectors; for an edge vector masked to its lanes inside the row, by
+    // `mask` (one per kernel column; InView: see load_row_window).
+    auto plain = [](const float* row, index_t col, auto) OPFUSE_UNROLLED { return B::load_unaligned(row + col); };
+    auto masked = [](const __m256i(&mask)[3], auto in_view) {
+        return [&mask](const float* row, index_t col, auto kw) OPFUSE_UNROLLED {
+            return B(load_row_window<decltype(in_view)::value>(row, col, mask[kw]));
+        };
+    };
     auto finish = [&](float* dst_row, index_t y, index_t x, B acc, int lanes) OPFUSE_UNROLLED {
         store_channels<Arch>(dst_row + x, 1, lanes, chain(acc + bias, Site{n, y, x, oc, lanes, true}));
     };
@@ -147,21 +155,15 @@ OPFUSE_TILE_FUNCTION void depthwise_rows3x3(const depthwise_plan& P, const Tenso
                 static_for<NV>([&](auto i) OPFUSE_UNROLLED { finish(dst[j], y + j, x + i * S, acc[j][i], lanes); });
             });
         };
-        auto plain = [](const float* row, index_t col, auto) OPFUSE_UNROLLED { return B::load_unaligned(row + col); };
         constexpr int NV = R == 1 ? 4 : 2;  // vectors in flight: R * NV independent FMA chains (latency 4-5)
         index_t x = first_interior;
         for (; x + (NV - 1) * S < interior_end; x += NV * S) vectors(x, std::integral_constant<int, NV>{}, plain, int(S));
         for (; x < interior_end; x += S) vectors(x, std::integral_constant<int, 1>{}, plain, int(S));
-        auto edge_vectors = [&](auto inside_view) OPFUSE_UNROLLED {
-            constexpr bool InView = decltype(inside_view)::value;
+        auto edge_vectors = [&](auto in_view) OPFUSE_UNROLLED {
             const std::integral_constant<int, 1> one;
-            vectors(0, one, [&](const float* row, index_t col, auto kw) OPFUSE_UNROLLED {
-                return B(load_row_window<InView>(row, col, edges.first_mask[kw]));
-            }, int(std::min(S, W)));
+            vectors(0, one, masked(edges.first_mask, in_view), int(std::min(S, W)));
             if (edges.last < W)
-                vectors(edges.last, one, [&](const float* row, index_t col, auto kw) OPFUSE_UNROLLED {
-                    return B(load_row_window<InView>(row, col, edges.last_mask[kw]));
-                }, int(std::min(S, W - edges.last)));
+                vectors(edges.last, one, masked(edges.last_mask, in_view), int(std::min(S, W - edges.last)));
         };
         if (edges_in_view(r[0], r[R + 1]))
             edge_vectors(std::true_type{});
@@ -183,14 +185,15 @@ OPFUSE_TILE_FUNCTION void depthwise_rows3x3(const depthwise_plan& P, const Tenso
             }
             finish(dst, y, x, acc, lanes);
         };
-        for (index_t x = first_interior; x < interior_end; x += S)
-            vector(x, [](const float* row, index_t col, auto) OPFUSE_UNROLLED { return B::load_unaligned(row + col); }, int(S));
+        for (index_t x = first_interior; x < interior_end; x += S) vector(x, plain, int(S));
         const bool in_view = kh0 < kh1 && edges_in_view(plane + (top + kh0) * in.stride(2),
                                                          plane + (top + kh1 - 1) * in.stride(2));
         auto edge = [&](index_t x, const __m256i(&mask)[3]) {
-            vector(x, [&](const float* row, index_t col, auto kw) OPFUSE_UNROLLED {
-                return B(in_view ? load_row_window<true>(row, col, mask[kw]) : load_row_window<false>(row, col, mask[kw]));
-            }, int(std::min(S, W - x)));
+            const int lanes = int(std::min(S, W - x));
+            if (in_view)
+                vector(x, masked(mask, std::true_type{}), lanes);
+            else
+                vector(x, masked(mask, std::false_type{}), lanes);
         };
         edge(0, edges.first_mask);
         if (edges.last < W) edge(edges.last, edges.last_mask);

@@ -109,6 +109,8 @@ OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<con
     }
     const bool merge_row = columns_inside && sC == 1 && sW == P.cin_g && P.dw == 1;
 
+    if (rows.end == P.kh)
+        prefetch_operands<NR>(chain, valid, [&](int i, index_t c) { return Site{n, oh[i], ow[i], g * P.cout_g + b * NR + c, 1}; });
     accumulators<Arch, MR, NV> acc;
     if (rows.begin > 0)
         unpark<Arch, MR, NV>(acc, rows.partial);
@@ -266,8 +268,6 @@ OPFUSE_ALWAYS_INLINE void for_each_pixel_tile(index_t len, Tile&& tile) {
     }
 }
 
-// The first layer (3x3 over 3 channels): kernel-row segments too short to amortize a tile's set-up.
-inline bool short_reduction(index_t kw, index_t cin_g) { return kw * cin_g < 32; }
 inline bool short_reduction(const direct_plan& P) { return short_reduction(P.kw, P.cin_g); }
 
 // Where a band's image lies: band row 0 is input row `top` of an image of `rows` rows, whose columns are
@@ -301,6 +301,7 @@ OPFUSE_TILE_FUNCTION void band_row_sweep(const direct_plan& Q, const TensorView<
         const index_t first_col = x * Q.sw, last_col = (x + valid - 1) * Q.sw;
         const index_t kw_begin = std::clamp<index_t>(image.left - last_col, 0, Q.kw);
         const index_t kw_end = std::clamp<index_t>(image.left + image.cols - first_col, kw_begin, Q.kw);
+        prefetch_operands<NR>(chain, valid, [&](int i, index_t c) { return Site{n, y, x + i, ch0 + c, 1}; });
         accumulators<Arch, M, NV> acc;
         zero<Arch, M, NV>(acc);
         for (index_t kh = 0; kh < Q.kh && kw_end > kw_begin; ++kh) {

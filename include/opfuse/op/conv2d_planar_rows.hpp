@@ -43,14 +43,14 @@ index_t planar_rows_floats(const planar_rows_plan& P, index_t W, index_t OW) {
 }
 
 // Planar in and out, stride 1 along the rows, a reduction short enough that a tile's loads are few
-// (kw * Cin < 32, as for the band path) and rows wide enough to fill two vectors.
+// (short_reduction, as for the band path) and rows wide enough to fill two vectors.
 template <class Arch>
 bool planar_rows_supports(const planar_rows_plan& P, const TensorView<const float, 4>& in,
                           const TensorView<float, 4>& out) {
     constexpr index_t S = index_t(xsimd::batch<float, Arch>::size);
     const index_t ring = (P.kh - 1) * P.dh + 1;
     return in.stride(1) != 1 && in.stride(3) == 1 && out.stride(1) != 1 && out.stride(3) == 1 &&
-           P.kw * P.cin < 32 && out.w() >= 2 * S && P.nr % pointwise_planar_tile<Arch>::mr == 0 &&
+           short_reduction(P.kw, P.cin) && out.w() >= 2 * S && P.nr % pointwise_planar_tile<Arch>::mr == 0 &&
            P.kh <= planar_rows_max_kh && ring <= planar_rows_max_ring && P.cin * ring * planar_rows_floats<Arch>(P, in.w(), out.w()) <= band_capacity_floats;
 }
 

@@ -17,7 +17,7 @@
 //   - the weights of the next slice / panel are software-prefetched a share per tile while the current
 //     slice is in use (the panel that follows comes from DRAM; the hardware prefetcher alone leaves the
 //     first tile of every panel waiting on memory), and each tile prefetches its own output lines for
-//     writing before its reduction;
+//     writing, and the lines its epilogue reads (Add's residual), before its reduction;
 //   - row tails run exact smaller tiles (1..5 rows; a tail of 1..3 rows is merged with the last full tile
 //     and split into two balanced tiles), so M = 1..5 streams each panel exactly once (the batch-1 / GEMV
 //     case on wide outputs).
@@ -176,6 +176,7 @@ OPFUSE_TILE_FUNCTION void gemm_tile(const gemm_plan& P, const Rows& rows, const 
             for (int i = 0; i < MR; ++i)
                 for (int l = 0; l < NR; l += 16) __builtin_prefetch(at.c(i) + p * NR + l, 1, 3);
         }
+        if (last) prefetch_operands<NR>(chain, MR, [&](int i, index_t c) { return at.site(i, p * NR + c, 1); });
         index_t issued = 0;
         for (index_t k = 0; k < kl; k += step) {
             const index_t len = std::min(step, kl - k);
