@@ -109,8 +109,9 @@ OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<con
     }
     const bool merge_row = columns_inside && sC == 1 && sW == P.cin_g && P.dw == 1;
 
+    const index_t ch0 = g * P.cout_g + b * NR;
     if (rows.end == P.kh)
-        prefetch_operands<NR>(chain, valid, [&](int i, index_t c) { return Site{n, oh[i], ow[i], g * P.cout_g + b * NR + c, 1}; });
+        prefetch_operands<NR>(chain, valid, [&](int i, index_t c) { return Site{n, oh[i], ow[i], ch0 + c, 1}; });
     accumulators<Arch, MR, NV> acc;
     if (rows.begin > 0)
         unpark<Arch, MR, NV>(acc, rows.partial);
@@ -151,7 +152,6 @@ OPFUSE_TILE_FUNCTION void direct_tile(const direct_plan& P, const TensorView<con
         park<Arch, MR, NV>(acc, rows.partial);
         return;
     }
-    const index_t ch0 = g * P.cout_g + b * NR;
     finish_tile<Arch, MR, NV, Dense>(acc, P.bias + ch0, chain, out.data() + out.offset(n, ch0, 0, 0), out, n, ch0,
                                      oh, ow, valid, P.cout_g - b * NR, P.stream);
 }
