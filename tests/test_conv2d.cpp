@@ -343,6 +343,59 @@ TEST_CASE("conv2d: band rows dealt over graded tile heights", "[conv2d][band][gr
     check_case(make(3, 70, {3, 3}, 2, 1, 1, 1, 2, {11, 9}), seed++, i++);
 }
 
+TEST_CASE("conv2d: band rows too wide for the stack run in column segments", "[conv2d][band][segments]") {
+    // A band holds 16384 floats: rows of (kernel rows) x (input columns) x (input channels) beyond that are
+    // cut into segments of output columns, each task transposing only its segment's input columns (zeros
+    // past the image). 64 channels x 3 rows x 100 columns: 2 segments (56 + 44 on AVX2, 64 + 36 on
+    // AVX-512); stride 2 over 181 columns; a 5x5 kernel with a channel tail (40 -> 70) on two images; and a
+    // first layer 1900 columns wide, which also runs the band from an NHWC input (short reduction).
+    std::uint32_t seed = 1600;
+    std::size_t i = 0;
+    check_case(make(64, 20, {3, 3}, 1, 1, 1, 1, 1, {5, 100}), seed++, i++);
+    check_case(make(48, 16, {3, 3}, 2, 1, 1, 1, 1, {7, 181}), seed++, i++);
+    check_case(make(40, 70, {5, 5}, 1, 2, 1, 1, 2, {6, 90}), seed++, i++);
+    check_case(make(3, 16, {3, 3}, 1, 1, 1, 1, 1, {3, 1900}), seed++, i++);
+}
+
+TEST_CASE("conv2d: column segments of an NCHW output above the streaming threshold", "[conv2d][band][segments]") {
+    // 24 -> 64 channels, 3x3 pad 1, at 70 x 240, NCHW in and out: the rows need 3 x 242 x 24 floats, more
+    // than a band holds, so they run in segments whose staged output columns are transposed into the
+    // 4.3 MB aligned planes, with streaming stores where a segment starts on a vector boundary. Checked
+    // against the NHWC path (no segments, no staging) everywhere and the double reference at 400 points.
+    const index_t H = 70, W = 240, C = 24, K = 64;
+    std::mt19937 g(41);
+    const auto x = uniform(sz(C * H * W), -1, 1, g), w = uniform(sz(K * C * 9), -0.25f, 0.25f, g);
+    opfuse::aligned_buffer y(sz(K * H * W));
+    std::vector<float> x_nhwc(sz(C * H * W)), y_nhwc(sz(K * H * W));
+    for (index_t c = 0; c < C; ++c)
+        for (index_t p = 0; p < H * W; ++p) x_nhwc[sz(p * C + c)] = x[sz(c * H * W + p)];
+    REQUIRE(opfuse::detail::can_stream<opfuse::default_arch>(y.data(), H * W, W, K * H * W, y.size() * sizeof(float)));
+    opfuse::conv2d_params p;
+    p.in_channels = C, p.out_channels = K, p.kernel = 3, p.padding = 1, p.weights = w;
+    const fused<Conv2d> conv(p);
+    conv(opfuse::nchw<const float>(x.data(), 1, C, H, W), opfuse::nchw(y.data(), 1, K, H, W));
+    conv(opfuse::nhwc<const float>(x_nhwc.data(), 1, H, W, C), opfuse::nhwc(y_nhwc.data(), 1, H, W, K));
+    std::size_t wrong = 0;
+    for (index_t k = 0; k < K; ++k)
+        for (index_t q = 0; q < H * W; ++q)  // |sum| <= 216 * 0.25: float rounding stays below 1e-4
+            wrong += std::abs(y[sz(k * H * W + q)] - y_nhwc[sz(q * K + k)]) > 2e-4;
+    CHECK(wrong == 0);
+    std::uniform_int_distribution<index_t> pick(0, K * H * W - 1);
+    for (int t = 0; t < 400; ++t) {
+        const index_t i = pick(g), k = i / (H * W), oy = i / W % H, ox = i % W;
+        double want = 0;
+        for (index_t c = 0; c < C; ++c)
+            for (index_t ky = 0; ky < 3; ++ky)
+                for (index_t kx = 0; kx < 3; ++kx) {
+                    const index_t iy = oy + ky - 1, ix = ox + kx - 1;
+                    if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                        want += double(x[sz((c * H + iy) * W + ix)]) * w[sz(((k * C + c) * 3 + ky) * 3 + kx)];
+                }
+        INFO("channel " << k << " pixel (" << oy << ", " << ox << ")");
+        REQUIRE(std::abs(y[sz(i)] - want) < 2e-4);
+    }
+}
+
 TEST_CASE("conv2d: large weight blocks reduced in passes over kernel rows", "[conv2d][regions][passes]") {
     // A channel block whose packed weights exceed pass_weight_bytes (512 KiB) runs its tiles once per
     // group of kernel rows, carrying the accumulators between passes in a stack buffer: 2 + 1 rows (256

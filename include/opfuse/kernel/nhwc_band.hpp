@@ -1,7 +1,7 @@
 // The stack buffers of the convolutions' channel-strided (NCHW) paths. The kernels are built for channel
 // vectors, so an NCHW input is copied into NHWC order and an NCHW output is staged in NHWC order:
-//   nhwc_band: a window of consecutive input rows of one image, [row][column][channel], with the padding
-//     materialised as zeros: rows outside the image, and columns added on the left and right. Sliding the
+//   nhwc_band: a window of consecutive input rows and columns of one image, [row][column][channel], with the
+//     padding materialised as zeros: rows and columns outside the image. Sliding the
 //     window down keeps the rows it already holds (moved with one memmove) and copies (or transposes) only
 //     the new ones: a 3-row window that slides by 1 row per output row copies each input row once instead
 //     of 3 times.
@@ -27,13 +27,13 @@ inline constexpr index_t band_chunk_rows = 8;
 template <class Arch>
 class nhwc_band {
 public:
-    // A window of `rows` rows over image n of `in`, channels [c0, c0 + channels), each row with `pad_left`
-    // and `pad_right` zero columns around the image's; `data` holds rows * (pad_left + in.w() + pad_right) *
-    // channels floats.
+    // A window of `rows` rows and of the `cols` columns from input column `first_col` (negative: the left
+    // padding) over image n of `in`, channels [c0, c0 + channels); columns outside the image are zeros.
+    // `data` holds rows * cols * channels floats.
     nhwc_band(float* data, const TensorView<const float, 4>& in, index_t n, index_t c0, index_t rows,
-              index_t channels, index_t pad_left = 0, index_t pad_right = 0)
-        : data_(data), in_(in), n_(n), c0_(c0), rows_(rows), channels_(channels), pad_left_(pad_left),
-          width_(pad_left + in.w() + pad_right) {}
+              index_t channels, index_t first_col, index_t cols)
+        : data_(data), in_(in), n_(n), c0_(c0), rows_(rows), channels_(channels), first_col_(first_col),
+          width_(cols) {}
 
     // Makes the window hold input rows [top, top + rows).
     void slide_to(index_t top) {
@@ -50,7 +50,7 @@ public:
 
     // The window as an image of `rows` rows whose row 0 is input row `top`, with n + 1 images of stride 0
     // (so that the caller's image index can be used as it is).
-    // Column x of the view is input column x - pad_left.
+    // Column x of the view is input column first_col + x.
     TensorView<const float, 4> view() const {
         return {data_, {n_ + 1, channels_, rows_, width_}, {0, 1, width_ * channels_, channels_}};
     }
@@ -64,26 +64,29 @@ private:
             std::fill(row, row + width_ * channels_, 0.f);
             return;
         }
-        std::fill(row, row + pad_left_ * channels_, 0.f);
-        std::fill(row + (pad_left_ + W) * channels_, row + width_ * channels_, 0.f);
-        float* dst = row + pad_left_ * channels_;
-        const index_t sC = in_.stride(1), sW = in_.stride(3);
-        const float* src = in_.data() + in_.offset(n_, c0_, ih, 0);
+        // Input columns [begin, end) are in the window and in the image.
+        const index_t begin = std::clamp<index_t>(first_col_, 0, W), end = std::clamp<index_t>(first_col_ + width_, 0, W);
+        float* dst = row + (begin - first_col_) * channels_;
+        std::fill(row, dst, 0.f);
+        std::fill(dst + (end - begin) * channels_, row + width_ * channels_, 0.f);
+        if (end == begin) return;
+        const index_t sC = in_.stride(1), sW = in_.stride(3), count = end - begin;
+        const float* src = in_.data() + in_.offset(n_, c0_, ih, begin);
         if (sC == 1 && sW == channels_) {  // already [column][channel]
-            std::memcpy(dst, src, sizeof(float) * std::size_t(W * channels_));
+            std::memcpy(dst, src, sizeof(float) * std::size_t(count * channels_));
             return;
         }
         if (sW == 1) {  // channel planes (rows of W values) to pixels (rows of `channels_` values)
-            transpose<Arch>(src, sC, dst, channels_, channels_, W);
+            transpose<Arch>(src, sC, dst, channels_, channels_, count);
             return;
         }
         for (index_t c = 0; c < channels_; ++c)
-            for (index_t x = 0; x < W; ++x) dst[x * channels_ + c] = src[c * sC + x * sW];
+            for (index_t x = 0; x < count; ++x) dst[x * channels_ + c] = src[c * sC + x * sW];
     }
 
     float* data_;
     const TensorView<const float, 4>& in_;
-    index_t n_, c0_, rows_, channels_, pad_left_, width_;
+    index_t n_, c0_, rows_, channels_, first_col_, width_;
     index_t top_ = kNone;
 };
 
@@ -103,15 +106,18 @@ public:
     // Where the tiles store: the stage (any n and row map to it), or the output itself.
     const TensorView<float, 4>& target() const { return enabled_ ? staged_ : out_; }
 
-    // Moves channels [c0, c0 + channels) of the staged row into output row y of image n.
-    void flush(index_t n, index_t y, index_t c0, index_t channels) const {
+    // Moves channels [c0, c0 + channels) of columns [x0, x1) (default: all) of the staged row into output
+    // row y of image n.
+    void flush(index_t n, index_t y, index_t c0, index_t channels, index_t x0 = 0, index_t x1 = -1) const {
         if (!enabled_) return;
-        float* dst = out_.data() + out_.offset(n, c0, y, 0);
-        if (stream_) {
-            transpose<Arch, true>(staged_.data() + c0, out_.c(), dst, out_.stride(1), out_.w(), channels);
+        if (x1 < 0) x1 = out_.w();
+        float* dst = out_.data() + out_.offset(n, c0, y, x0);
+        const float* src = staged_.data() + x0 * out_.c() + c0;
+        if (stream_ && x0 % index_t(xsimd::batch<float, Arch>::size) == 0) {
+            transpose<Arch, true>(src, out_.c(), dst, out_.stride(1), x1 - x0, channels);
             stream_fence();
         } else {
-            transpose<Arch>(staged_.data() + c0, out_.c(), dst, out_.stride(1), out_.w(), channels);
+            transpose<Arch>(src, out_.c(), dst, out_.stride(1), x1 - x0, channels);
         }
     }
 

@@ -271,9 +271,11 @@ OPFUSE_ALWAYS_INLINE void for_each_pixel_tile(index_t len, Tile&& tile) {
 inline bool short_reduction(const direct_plan& P) { return short_reduction(P.kw, P.cin_g); }
 
 // Where a band's image lies: band row 0 is input row `top` of an image of `rows` rows, whose columns are
-// band columns [left, left + cols).
+// band columns [left, left + cols). The sweep computes output columns [x_begin, x_end) of the row, and
+// x_begin's first tap is band column 0.
 struct band_extent {
     index_t top, rows, left, cols;
+    index_t x_begin, x_end;
 };
 
 // One output row y of channel block b from a band (see direct_conv: band row kh*dh is kernel row kh,
@@ -282,14 +284,14 @@ struct band_extent {
 // bounds checks. For short reductions (27 FMAs per accumulator in the first layer) the per-tile set-up of
 // direct_tile was a fifth of the time. Taps that read only padding for every pixel of a tile are skipped:
 // on a 7x7 image, 2 kernel rows of 21 and a third of the 1-pixel tile that ends each row. `graded`: the
-// 6x4 tile's row is dealt evenly over tiles of heights 6 to 3 (see direct_conv).
+// 6x4 tile's columns are dealt evenly over tiles of heights 6 to 3 (see direct_conv).
 template <class Arch, int MR, int NV, bool Dense, class Chain>
 OPFUSE_TILE_FUNCTION void band_row_sweep(const direct_plan& Q, const TensorView<const float, 4>& band,
                                          const band_extent& image, const TensorView<float, 4>& out,
                                          const Chain& chain, index_t n, index_t g, index_t b, index_t y,
                                          bool graded) {
     constexpr int NR = NV * int(xsimd::batch<float, Arch>::size);
-    const index_t OW = out.w(), cin = Q.cin_g, pixel_step = Q.sw * band.stride(3);
+    const index_t cin = Q.cin_g, pixel_step = Q.sw * band.stride(3);
     const float* wblock = Q.weights + (g * Q.blocks + b) * Q.kh * Q.kw * cin * NR;
     const index_t ch0 = g * Q.cout_g + b * NR;
     float* dst = out.data() + out.offset(n, ch0, 0, 0);
@@ -298,7 +300,7 @@ OPFUSE_TILE_FUNCTION void band_row_sweep(const direct_plan& Q, const TensorView<
         constexpr int M = decltype(rows)::value;
         // Taps [kw_begin, kw_end) reach the image for some pixel of the tile: kw_begin + column of the last
         // pixel >= left, kw_end - 1 + column of the first pixel < left + cols.
-        const index_t first_col = x * Q.sw, last_col = (x + valid - 1) * Q.sw;
+        const index_t first_col = (x - image.x_begin) * Q.sw, last_col = first_col + (valid - 1) * Q.sw;
         const index_t kw_begin = std::clamp<index_t>(image.left - last_col, 0, Q.kw);
         const index_t kw_end = std::clamp<index_t>(image.left + image.cols - first_col, kw_begin, Q.kw);
         prefetch_operands<NR>(chain, valid, [&](int i, index_t c) { return Site{n, y, x + i, ch0 + c, 1}; });
@@ -306,7 +308,7 @@ OPFUSE_TILE_FUNCTION void band_row_sweep(const direct_plan& Q, const TensorView<
         zero<Arch, M, NV>(acc);
         for (index_t kh = 0; kh < Q.kh && kw_end > kw_begin; ++kh) {
             if (image.top + kh * Q.dh < 0 || image.top + kh * Q.dh >= image.rows) continue;
-            const float* first = band.data() + kh * Q.dh * band.stride(2) + x * pixel_step + kw_begin * cin;
+            const float* first = band.data() + kh * Q.dh * band.stride(2) + first_col * band.stride(3) + kw_begin * cin;
             const float* px[M];
             for (int i = 0; i < M; ++i) px[i] = first + (i < valid ? i : 0) * pixel_step;
             accumulate<Arch, M, NV, true>(acc, px, 1, wblock + (kh * Q.kw + kw_begin) * cin * NR,
@@ -317,10 +319,11 @@ OPFUSE_TILE_FUNCTION void band_row_sweep(const direct_plan& Q, const TensorView<
         finish_tile<Arch, M, NV, Dense>(acc, Q.bias + ch0, chain, dst, out, n, ch0, oh, ow, valid,
                                         Q.cout_g - b * NR, Q.stream);
     };
-    index_t x = 0;
+    index_t x = image.x_begin;
+    const index_t OW = image.x_end;
     if constexpr (MR == 6 && NV == 4) {
         if (graded) {  // 28-pixel rows: 5 + 6 + 5 + 6 + 6 instead of 4 x 6 + 6 for the last 4
-            for_each_graded_tile(OW, [&](auto rows, int valid) OPFUSE_UNROLLED {
+            for_each_graded_tile(OW - x, [&](auto rows, int valid) OPFUSE_UNROLLED {
                 tile(rows, x, valid);
                 x += valid;
             });
@@ -358,12 +361,13 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     // 7-pixel row than with 6 + 3.
     const index_t block_bytes = P.kh * P.kw * P.cin_g * NR * index_t(sizeof(float));  // one channel block's
     const bool graded = block_bytes <= 2 * pass_weight_bytes;
+    // Output columns [x0, x1) of the row; the band's column 0 is input column x0 * sw - pl.
     auto band_row = [&](const direct_plan& Q, const TensorView<const float, 4>& bv, index_t n, index_t g,
-                        index_t y) {
+                        index_t y, index_t x0, index_t x1) {
         alignas(64) float stage_storage[band_capacity_floats];
         const staged_output_row<Arch> stage(stage_storage, out);
         const TensorView<float, 4>& dst = stage.target();
-        const band_extent image{y * P.sh - P.pt, in.h(), P.pl, in.w()};
+        const band_extent image{y * P.sh - P.pt, in.h(), P.pl - x0 * P.sw, in.w(), x0, x1};
         for (index_t b = 0; b < P.blocks; ++b) {
             const bool dense = (b + 1) * NR <= P.cout_g && dst.stride(1) == 1;
             if (Q.dw == 1) {
@@ -373,7 +377,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
                     band_row_sweep<Arch, MR, NV, false>(Q, bv, image, dst, chain, n, g, b, y, graded);
                 continue;
             }
-            const tile_runner<Arch, NV, Chain> tile{Q, bv, dst, chain, n, g, b, dense};
+            const tile_runner<Arch, NV, Chain> tile{Q, bv, dst, chain, n, g, b, dense};  // x0 == 0, x1 == OW
             for (index_t x = 0; x < OW; x += MR) {
                 index_t oh[MR], ow[MR];
                 const int valid = int(std::min<index_t>(MR, OW - x));
@@ -381,7 +385,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
                 tile(oh, ow, valid);
             }
         }
-        stage.flush(n, y, g * P.cout_g, P.cout_g);
+        stage.flush(n, y, g * P.cout_g, P.cout_g, x0, x1);
         if (P.stream) stream_fence();
     };
     const index_t W = in.w(), band_rows = (P.kh - 1) * P.dh + 1;
@@ -395,20 +399,36 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
     //     against OW*Cout*KH*KW*Cin FMAs;
     //   - short reductions (the first layer, 3x3 over 3 channels): a tile touching the padding would
     //     otherwise run one 3-long segment per tap; on the band every tile runs KH segments of KW*Cin.
-    const index_t pad_right = std::max<index_t>(0, (OW - 1) * P.sw + (P.kw - 1) * P.dw + 1 - P.pl - W);
-    const index_t band_width = P.pl + W + pad_right;
-    if ((in.stride(1) != 1 || short_reduction(P)) && band_rows * band_width * P.cin_g <= band_capacity_floats) {
-        const index_t chunks = (OH + band_chunk_rows - 1) / band_chunk_rows;
-        exec.parallel_for(N * P.groups * chunks, [&](index_t t) {
-            const index_t y0 = (t % chunks) * band_chunk_rows, g = (t / chunks) % P.groups, n = t / chunks / P.groups;
+    // Rows too wide for the band (NCHW 64 @224: 3 x 226 x 64 floats) are cut into column segments (dilation
+    // 1 only): a task then holds the input columns of one segment of output columns (widths a multiple of
+    // the vector size where it fits, so that the output rows' transposes still stream).
+    auto columns_of = [&](index_t out_cols) { return (out_cols - 1) * P.sw + (P.kw - 1) * P.dw + 1; };
+    const index_t most_columns = band_capacity_floats / (band_rows * P.cin_g);
+    index_t segment = OW;
+    if (columns_of(OW) > most_columns && P.dw == 1) {
+        const index_t most_outputs = most_columns < P.kw ? 0 : (most_columns - P.kw) / P.sw + 1;
+        if (most_outputs >= 2 * MR) {
+            constexpr index_t S = index_t(xsimd::batch<float, Arch>::size);
+            const index_t count = (OW + most_outputs - 1) / most_outputs, even = (OW + count - 1) / count;
+            const index_t rounded = (even + S - 1) / S * S;
+            segment = rounded <= most_outputs ? rounded : even;
+        }
+    }
+    if ((in.stride(1) != 1 || short_reduction(P)) && columns_of(segment) <= most_columns) {
+        const index_t chunks = (OH + band_chunk_rows - 1) / band_chunk_rows, segments = (OW + segment - 1) / segment;
+        exec.parallel_for(N * P.groups * chunks * segments, [&](index_t t) {
+            const index_t x0 = (t % segments) * segment, x1 = std::min(OW, x0 + segment);
+            const index_t y0 = (t / segments % chunks) * band_chunk_rows, g = (t / segments / chunks) % P.groups;
+            const index_t n = t / segments / chunks / P.groups;
             alignas(64) float storage[band_capacity_floats];
-            nhwc_band<Arch> band(storage, in, n, g * P.cin_g, band_rows, P.cin_g, P.pl, pad_right);
+            nhwc_band<Arch> band(storage, in, n, g * P.cin_g, band_rows, P.cin_g, x0 * P.sw - P.pl,
+                                 columns_of(x1 - x0));
             direct_plan Q = P;
             Q.pt = 0, Q.sh = 0, Q.pl = 0;  // output row y reads band rows 0, dh, 2 dh, ... from column 0
             Q.in_group_offset = 0;
             for (index_t y = y0; y < std::min(OH, y0 + band_chunk_rows); ++y) {
                 band.slide_to(y * P.sh - P.pt);
-                band_row(Q, band.view(), n, g, y);
+                band_row(Q, band.view(), n, g, y, x0, x1);
             }
         });
         return;

@@ -69,7 +69,6 @@ void image_band_conv(const direct_plan& P, const TensorView<const float, 4>& in,
     const index_t N = out.n(), OH = out.h(), OW = out.w();
     const index_t slices = (P.cin_g + cut.slice - 1) / cut.slice;
     const index_t block_groups = (P.blocks + cut.blocks_per_task - 1) / cut.blocks_per_task;
-    const index_t pad_right = cut.cols - P.pl - in.w();
 
     exec.parallel_for(N * P.groups * block_groups, [&](index_t t) {
         const index_t bg = t % block_groups, g = (t / block_groups) % P.groups, n = t / block_groups / P.groups;
@@ -79,7 +78,7 @@ void image_band_conv(const direct_plan& P, const TensorView<const float, 4>& in,
         for (index_t s = 0; s < slices; ++s) {
             // Slices dealt evenly: [c0, c1) of the group's input channels.
             const index_t c0 = P.cin_g * s / slices, c1 = P.cin_g * (s + 1) / slices, len = c1 - c0;
-            nhwc_band<Arch> band(storage, in, n, g * P.cin_g + c0, cut.rows, len, P.pl, pad_right);
+            nhwc_band<Arch> band(storage, in, n, g * P.cin_g + c0, cut.rows, len, -P.pl, cut.cols);
             band.slide_to(-P.pt);
             const float* image = storage;
             const index_t row_floats = cut.cols * len;
