@@ -11,7 +11,8 @@
 namespace opfuse::detail {
 
 // site_of(i, v) is the Site of accumulator [i][v]; lanes[v] <= 0 marks a vector past the channel tail.
-template <class Arch, int MR, int NV, class Chain, class SiteOf>
+// `BiasInAccumulators`: the reduction started from the bias (start_from_bias), so it is not added again.
+template <class Arch, int MR, int NV, bool BiasInAccumulators = false, class Chain, class SiteOf>
 OPFUSE_ALWAYS_INLINE void apply_epilogue(accumulators<Arch, MR, NV>& acc, const float* bias, const Chain& chain,
                                          const int (&lanes)[NV], const SiteOf& site_of) {
     using B = xsimd::batch<float, Arch>;
@@ -19,15 +20,19 @@ OPFUSE_ALWAYS_INLINE void apply_epilogue(accumulators<Arch, MR, NV>& acc, const 
     if constexpr (Chain::all_cheap) {
         static_for<NV>([&](auto v) OPFUSE_UNROLLED {
             if (lanes[v] <= 0) return;
-            const B b = B::load_unaligned(bias + v * S);
-            static_for<MR>([&](auto i) OPFUSE_UNROLLED { acc[i][v] = chain(acc[i][v] + b, site_of(int(i), int(v))); });
+            if constexpr (BiasInAccumulators) {
+                static_for<MR>([&](auto i) OPFUSE_UNROLLED { acc[i][v] = chain(acc[i][v], site_of(int(i), int(v))); });
+            } else {
+                const B b = B::load_unaligned(bias + v * S);
+                static_for<MR>([&](auto i) OPFUSE_UNROLLED { acc[i][v] = chain(acc[i][v] + b, site_of(int(i), int(v))); });
+            }
         });
     } else {
         alignas(64) float tile[MR][NV * S];
         static_for<MR>([&](auto i) OPFUSE_UNROLLED { static_for<NV>([&](auto v) OPFUSE_UNROLLED { acc[i][v].store_aligned(&tile[i][v * S]); }); });
         for (int v = 0; v < NV; ++v) {
             if (lanes[v] <= 0) continue;
-            const B b = B::load_unaligned(bias + v * S);
+            const B b = BiasInAccumulators ? B(0.f) : B::load_unaligned(bias + v * S);
             for (int i = 0; i < MR; ++i) {
                 const B x = chain(B::load_aligned(&tile[i][v * S]) + b, site_of(i, v));
                 x.store_aligned(&tile[i][v * S]);

@@ -33,7 +33,7 @@ struct direct_plan {
 // Runs bias + epilogue chain on every accumulator of the tile (apply_epilogue), then stores the `valid`
 // pixels. `Dense` means all
 // channels of the block are real and the output is channel-contiguous: plain full-width stores.
-template <class Arch, int MR, int NV, bool Dense, class Chain>
+template <class Arch, int MR, int NV, bool Dense, bool BiasInAccumulators = false, class Chain>
 OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const float* bias, const Chain& chain,
                                       float* dst, const TensorView<float, 4>& out, index_t n, index_t ch0,
                                       const index_t (&oh)[MR], const index_t (&ow)[MR], int valid,
@@ -42,7 +42,7 @@ OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const flo
     constexpr int S = int(B::size);
     int lanes[NV];
     for (int v = 0; v < NV; ++v) lanes[v] = Dense ? S : int(std::clamp<index_t>(channels - v * S, 0, S));
-    apply_epilogue<Arch, MR, NV>(acc, bias, chain, lanes,
+    apply_epilogue<Arch, MR, NV, BiasInAccumulators>(acc, bias, chain, lanes,
                                  [&](int i, int v) { return Site{n, oh[i], ow[i], ch0 + v * S, lanes[v]}; });
     const index_t cs = out.stride(1);
     if (!Dense && cs != 1) {
@@ -305,7 +305,7 @@ OPFUSE_TILE_FUNCTION void band_row_sweep(const direct_plan& Q, const TensorView<
         const index_t kw_end = std::clamp<index_t>(image.left + image.cols - first_col, kw_begin, Q.kw);
         prefetch_operands<NR>(chain, valid, [&](int i, index_t c) { return Site{n, y, x + i, ch0 + c, 1}; });
         accumulators<Arch, M, NV> acc;
-        zero<Arch, M, NV>(acc);
+        start_from_bias<Arch, M, NV>(acc, Q.bias + ch0);
         for (index_t kh = 0; kh < Q.kh && kw_end > kw_begin; ++kh) {
             if (image.top + kh * Q.dh < 0 || image.top + kh * Q.dh >= image.rows) continue;
             const float* first = band.data() + kh * Q.dh * band.stride(2) + first_col * band.stride(3) + kw_begin * cin;
@@ -316,7 +316,7 @@ OPFUSE_TILE_FUNCTION void band_row_sweep(const direct_plan& Q, const TensorView<
         }
         index_t oh[M], ow[M];
         for (int i = 0; i < M; ++i) oh[i] = y, ow[i] = x + (i < valid ? i : 0);
-        finish_tile<Arch, M, NV, Dense>(acc, Q.bias + ch0, chain, dst, out, n, ch0, oh, ow, valid,
+        finish_tile<Arch, M, NV, Dense, true>(acc, Q.bias + ch0, chain, dst, out, n, ch0, oh, ow, valid,
                                         Q.cout_g - b * NR, Q.stream);
     };
     index_t x = image.x_begin;

@@ -157,7 +157,7 @@ OPFUSE_TILE_FUNCTION void gemm_tile(const gemm_plan& P, const Rows& rows, const 
     constexpr int NR = NV * S;
     accumulators<Arch, MR, NV> acc;
     if (first)
-        zero<Arch, MR, NV>(acc);
+        start_from_bias<Arch, MR, NV>(acc, P.bias + p * NR);
     else
         unpark<Arch, MR, NV>(acc, partial);
     const float* px[MR];
@@ -199,7 +199,7 @@ OPFUSE_TILE_FUNCTION void gemm_tile(const gemm_plan& P, const Rows& rows, const 
     for (int v = 0; v < NV; ++v) lanes[v] = FullPanel ? S : int(std::clamp<index_t>(P.N - (ch0 + v * S), 0, S));
     // Bias and chain on the whole tile (on the registers for cheap chains, through an L1 tile buffer for
     // chains with out-of-line math: see epilogue_tile.hpp), then the stores.
-    apply_epilogue<Arch, MR, NV>(acc, P.bias + ch0, chain, lanes,
+    apply_epilogue<Arch, MR, NV, true>(acc, P.bias + ch0, chain, lanes,
                                  [&](int i, int v) { return at.site(i, ch0 + v * S, lanes[v]); });
     const bool stream = P.stream && lanes[NV - 1] == S;
     static_for<MR>([&](auto i) OPFUSE_UNROLLED {
