@@ -225,6 +225,22 @@ TEST_CASE("conv2d: grouped and depthwise", "[conv2d][sweep][depthwise]") {
     }
 }
 
+TEST_CASE("conv2d: depthwise row sweep, every count of pixels after the full tiles", "[conv2d][depthwise][dw_tail]") {
+    // The NHWC row sweep runs tiles of 4-6 pixels (per ISA and kernel), then the rest of the pixels whose
+    // taps stay inside the row as one shorter tile, then single pixels: widths 1..19 cover every remainder
+    // for 3x3 and 5x5, stride 1 and 2, with full and partial channel vectors.
+    std::size_t i = 0;
+    for (index_t w = 1; w <= 19; ++w)
+        for (index_t c : {8, 19}) {
+            check_case(make(c, c, {3, 3}, 1, 1, 1, c, 1, {4, w}), 900 + std::uint32_t(i), i);
+            ++i;
+            check_case(make(c, c, {3, 3}, 2, 1, 1, c, 1, {3, w}), 900 + std::uint32_t(i), i);
+            ++i;
+            check_case(make(c, c, {5, 5}, 1, 2, 1, c, 1, {3, w}), 900 + std::uint32_t(i), i);
+            ++i;
+        }
+}
+
 TEST_CASE("conv2d: planar depthwise 3x3 rows of every length class", "[conv2d][depthwise][planar_dw]") {
     // The 3x3 column sums (AVX-512) run groups of 4 output vectors while the group's last vector still
     // needs the next vector's sums (its lane 14 is a pixel), then single vectors, computing the next
