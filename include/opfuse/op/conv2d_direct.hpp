@@ -30,8 +30,8 @@ struct direct_plan {
     bool stream;                    // write the output with streaming stores (see stream_store.hpp)
 };
 
-// Runs bias + epilogue chain on every accumulator of the tile (apply_epilogue), then stores the `valid`
-// pixels. `Dense` means all
+// Runs bias (unless `BiasInAccumulators`: the reduction started from it) + epilogue chain on every
+// accumulator of the tile (apply_epilogue), then stores the `valid` pixels. `Dense` means all
 // channels of the block are real and the output is channel-contiguous: plain full-width stores.
 template <class Arch, int MR, int NV, bool Dense, bool BiasInAccumulators = false, class Chain>
 OPFUSE_ALWAYS_INLINE void finish_tile(accumulators<Arch, MR, NV>& acc, const float* bias, const Chain& chain,

@@ -157,9 +157,9 @@ struct tile_prefetch {
 };
 
 // One tile: rows [m, m + MR) of A, panel p, K range [k0, k0 + kl). `partial` holds the tile's running
-// sums (MR x NR) between K blocks.
-// Compiled as its own function with everything inlined (OPFUSE_TILE_FUNCTION), so the accumulators stay
-// in registers whatever the epilogue chain.
+// sums (MR x NR) between K blocks; the first K block starts from the bias (start_from_bias).
+// Inlined into gemm_tile and gemm_tiles, which are compiled as functions of their own with everything
+// inlined (OPFUSE_TILE_FUNCTION), so the accumulators stay in registers whatever the epilogue chain.
 template <class Arch, int MR, int NV, class Chain, class Rows, bool FullPanel>
 OPFUSE_ALWAYS_INLINE void gemm_tile_body(const gemm_plan& P, const Rows& rows, const Chain& chain, index_t m, index_t p,
                                          index_t k0, index_t kl, float* partial, bool first, bool last,
@@ -209,8 +209,9 @@ OPFUSE_ALWAYS_INLINE void gemm_tile_body(const gemm_plan& P, const Rows& rows, c
     // operand load (Add) on its channel-tail path, which spills the accumulators (measured +20 % on
     // 1x1 64->64 @56 with BN+Add+ReLU).
     for (int v = 0; v < NV; ++v) lanes[v] = FullPanel ? S : int(std::clamp<index_t>(P.N - (ch0 + v * S), 0, S));
-    // Bias and chain on the whole tile (on the registers for cheap chains, through an L1 tile buffer for
-    // chains with out-of-line math: see epilogue_tile.hpp), then the stores.
+    // The chain on the whole tile (the bias is already in the accumulators; on the registers for cheap
+    // chains, through an L1 tile buffer for chains with out-of-line math: see epilogue_tile.hpp), then the
+    // stores.
     apply_epilogue<Arch, MR, NV, true>(acc, P.bias + ch0, chain, lanes,
                                  [&](int i, int v) { return at.site(i, ch0 + v * S, lanes[v]); });
     const bool stream = P.stream && lanes[NV - 1] == S;
