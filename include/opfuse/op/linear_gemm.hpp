@@ -154,6 +154,11 @@ OPFUSE_ALWAYS_INLINE void accumulate_two_sets(accumulators<Arch, MR, NV>& acc, c
 struct tile_prefetch {
     const float* next = nullptr;
     index_t lines = 0;
+
+    // Tile j's share: lines [j * share, (j + 1) * share) of the `total` lines at `next`.
+    static tile_prefetch share_of(const float* next, index_t share, index_t total, index_t j) {
+        return {next + j * share * 16, std::max<index_t>(0, std::min(share, total - j * share))};
+    }
 };
 
 // One tile: rows [m, m + MR) of A, panel p, K range [k0, k0 + kl). `partial` holds the tile's running
@@ -243,7 +248,7 @@ OPFUSE_TILE_FUNCTION void gemm_tiles(const gemm_plan& P, const Rows& rows, const
                                      const float* next, index_t share, index_t next_lines) {
     constexpr index_t NR = NV * index_t(xsimd::batch<float, Arch>::size);
     for (index_t j = 0; j < count; ++j, m += MR, partial += MR * NR) {
-        const tile_prefetch pf{next + j * share * 16, std::max<index_t>(0, std::min(share, next_lines - j * share))};
+        const tile_prefetch pf = tile_prefetch::share_of(next, share, next_lines, j);
         gemm_tile_body<Arch, MR, NV, Chain, Rows, FullPanel>(P, rows, chain, m, p, k0, kl, partial, first, last, pf);
     }
 }
@@ -330,8 +335,7 @@ void gemm(const gemm_plan& P, const Rows& rows, const Chain& chain, Exec& exec) 
                                                                    first, last, next, share, next_lines);
             const index_t m = m_begin + full * MR;
             if (tail > 0) {
-                const tile_prefetch pf{next + full * share * 16,
-                                       std::max<index_t>(0, std::min(share, next_lines - full * share))};
+                const tile_prefetch pf = tile_prefetch::share_of(next, share, next_lines, full);
                 gemm_tail<Arch, NV>(P, rows, chain, m, tail, p, k0, kl, partial + (m - m_begin) * NR, first, last,
                                     pf);
             }
