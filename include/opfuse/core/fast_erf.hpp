@@ -2,7 +2,7 @@
 // input is clamped there: erf(3.92) rounds to 1 in float), P of degree 6 with P(0) = 2/sqrt(pi), Q of
 // degree 4. Coefficients fitted here (iteratively reweighted least squares towards minimax, in double,
 // against scipy.special.erf): the rational function is within 5e-8 of erf; evaluated in float, within
-// 4.1e-7 (7 ulp of 1) over the whole line.
+// 4.1e-7 (7 ulp of 1) over the whole line, with or without hardware FMA (3.9e-7 / 4.0e-7 measured).
 //
 // Why not xsimd::erf: it is accurate to 1-2 ulp but branches on |x| < 2/3, evaluates two polynomials, an exp
 // and a division, and tests for infinities; any vector mixing small and large |x| (every GELU input) takes
