@@ -132,8 +132,7 @@ TEST_CASE("the epilogue comparison detects small deviations", "[epilogue][meta]"
 }
 
 // GELU's erf (detail::fast_erf, a rational function) against std::erf in double on a dense grid over
-// both tails and the clamp at |x| = 3.92, plus +-0 and +-inf. The bound
-// is the one its header states; a wrong coefficient moves the error past it by orders of magnitude.
+// both tails and the clamp at |x| = 3.92, plus +-0 and +-inf. The bound is the one its header states; a wrong coefficient moves the error past it by orders of magnitude.
 TEST_CASE("fast_erf: within 4.1e-7 of erf on the whole line", "[epilogue][gelu]") {
     using B = xsimd::batch<float, opfuse::default_arch>;
     constexpr int S = int(B::size);

@@ -6,7 +6,7 @@
 //
 // Why not xsimd::erf: it is accurate to 1-2 ulp but branches on |x| < 2/3, evaluates two polynomials, an exp
 // and a division, and tests for infinities; any vector mixing small and large |x| (every GELU input) takes
-// both paths. This costs 12 FMAs and one division, a quarter of the instructions (measured in
+// both paths. This is a clamp, 10 FMAs, two multiplications and one division (speed measured in
 // docs/performance.md, "GELU").
 #pragma once
 
