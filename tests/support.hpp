@@ -19,7 +19,7 @@
 //       err_out = Lip(f) * err_in + own_error(f),
 // where Lip is a bound on |f'| and own_error is f's fp32 rounding: one or two roundings (<= 2u relative)
 // for add/mul/fma/min/max/select ops, and kTranscSlack * u for the transcendental ones. These are
-// looser because xsimd's exp/expm1/log1p/tanh/erf are accurate to a few ulp (not correctly rounded), and
+// looser because xsimd's exp/expm1 and opfuse's tanh/erf approximations are accurate to a few ulp, and
 // sigmoid/SiLU/Mish compose two or three of them. GELU and HardSwish also get a |x| term: they compute
 // x * (1 + erf(.)) / x * clamp(x/6 + 1/2), which cancel for negative x, so their rounding error is
 // absolute (about u * |x|), not relative to the (tiny) result.
