@@ -11,25 +11,16 @@
 #pragma once
 
 #include "config.hpp"
+#include "odd_rational.hpp"
 
 namespace opfuse::detail {
 
 template <class Arch>
 OPFUSE_ALWAYS_INLINE xsimd::batch<float, Arch> fast_erf(xsimd::batch<float, Arch> x) {
-    using B = xsimd::batch<float, Arch>;
-    x = xsimd::min(xsimd::max(x, B(-3.92f)), B(3.92f));
-    const B t = x * x;
-    B p = xsimd::fma(B(1.989110087e-08f), t, B(-1.969089388e-06f));
-    p = xsimd::fma(p, t, B(1.444204997e-04f));
-    p = xsimd::fma(p, t, B(3.803952074e-03f));
-    p = xsimd::fma(p, t, B(5.089227068e-02f));
-    p = xsimd::fma(p, t, B(2.022799667e-01f));
-    p = xsimd::fma(p, t, B(1.128379167e+00f));
-    B q = xsimd::fma(B(9.812398663e-04f), t, B(1.455890985e-02f));
-    q = xsimd::fma(q, t, B(1.159784750e-01f));
-    q = xsimd::fma(q, t, B(5.125973516e-01f));
-    q = xsimd::fma(q, t, B(1.f));
-    return x * p / q;
+    static constexpr float p[] = {1.989110087e-08f, -1.969089388e-06f, 1.444204997e-04f, 3.803952074e-03f,
+                                  5.089227068e-02f, 2.022799667e-01f,  1.128379167e+00f};
+    static constexpr float q[] = {9.812398663e-04f, 1.455890985e-02f, 1.159784750e-01f, 5.125973516e-01f, 1.f};
+    return clamped_odd_rational(x, 3.92f, p, q);
 }
 
 }  // namespace opfuse::detail

@@ -8,28 +8,19 @@
 //
 // Why not xsimd::tanh: it branches on |x| < 0.625 and evaluates a polynomial on one side, an exp and a
 // division on the other; a vector that mixes small and large |x| (every activation input) takes both.
-// This is a clamp, 8 FMAs, two multiplications and one division. NaN propagates: the clamp keeps x as the
-// second operand of max/min, which is the operand x86's maxps/minps return when either is NaN.
+// This is a clamp, 8 FMAs, two multiplications and one division (odd_rational.hpp), and NaN propagates.
 #pragma once
 
 #include "config.hpp"
+#include "odd_rational.hpp"
 
 namespace opfuse::detail {
 
 template <class Arch>
 OPFUSE_ALWAYS_INLINE xsimd::batch<float, Arch> fast_tanh(xsimd::batch<float, Arch> x) {
-    using B = xsimd::batch<float, Arch>;
-    x = xsimd::min(B(7.9f), xsimd::max(B(-7.9f), x));
-    const B t = x * x;
-    B p = xsimd::fma(B(1.549019101e-08f), t, B(2.206730684e-05f));
-    p = xsimd::fma(p, t, B(3.581664248e-03f));
-    p = xsimd::fma(p, t, B(1.345287604e-01f));
-    p = xsimd::fma(p, t, B(1.f));
-    B q = xsimd::fma(B(8.623934834e-07f), t, B(3.428019288e-04f));
-    q = xsimd::fma(q, t, B(2.620241743e-02f));
-    q = xsimd::fma(q, t, B(4.678620581e-01f));
-    q = xsimd::fma(q, t, B(1.f));
-    return x * p / q;
+    static constexpr float p[] = {1.549019101e-08f, 2.206730684e-05f, 3.581664248e-03f, 1.345287604e-01f, 1.f};
+    static constexpr float q[] = {8.623934834e-07f, 3.428019288e-04f, 2.620241743e-02f, 4.678620581e-01f, 1.f};
+    return clamped_odd_rational(x, 7.9f, p, q);
 }
 
 }  // namespace opfuse::detail
