@@ -1,10 +1,11 @@
 // The stack buffers of the convolutions' channel-strided (NCHW) paths. The kernels are built for channel
 // vectors, so an NCHW input is copied into NHWC order and an NCHW output is staged in NHWC order:
 //   nhwc_band: a window of consecutive input rows and columns of one image, [row][column][channel], with the
-//     padding materialised as zeros: rows and columns outside the image. Sliding the
-//     window down keeps the rows it already holds (moved with one memmove) and copies (or transposes) only
-//     the new ones: a 3-row window that slides by 1 row per output row copies each input row once instead
-//     of 3 times.
+//     padding materialised as zeros: rows and columns outside the image. Sliding the window down keeps the
+//     rows it already holds and copies (or transposes) only the new ones: a 3-row window that slides by 1
+//     row per output row copies each input row once instead of 3 times. The window moves forward through
+//     its buffer, so the kept rows are moved (one memmove) only when it reaches the buffer's end: the first
+//     layer's 8-row chunks (10 input rows of 678 floats) never move a row.
 //   staged_output_row: one output row of all channels, [column][channel], that the tiles store full
 //     vectors into and that is then transposed into the channel planes.
 #pragma once
@@ -29,11 +30,11 @@ class nhwc_band {
 public:
     // A window of `rows` rows and of the `cols` columns from input column `first_col` (negative: the left
     // padding) over image n of `in`, channels [c0, c0 + channels); columns outside the image are zeros.
-    // `data` holds rows * cols * channels floats.
-    nhwc_band(float* data, const TensorView<const float, 4>& in, index_t n, index_t c0, index_t rows,
-              index_t channels, index_t first_col, index_t cols)
+    // `data` holds `capacity` floats, at least rows * cols * channels.
+    nhwc_band(float* data, index_t capacity, const TensorView<const float, 4>& in, index_t n, index_t c0,
+              index_t rows, index_t channels, index_t first_col, index_t cols)
         : data_(data), in_(in), n_(n), c0_(c0), rows_(rows), channels_(channels), first_col_(first_col),
-          width_(cols) {}
+          width_(cols), capacity_rows_(capacity / (cols * channels)) {}
 
     // Makes the window hold input rows [top, top + rows).
     void slide_to(index_t top) {
@@ -41,10 +42,17 @@ public:
         index_t first_new = 0;
         if (top_ != kNone && top >= top_ && top < top_ + rows_) {
             const index_t shift = top - top_;
-            std::memmove(data_, data_ + shift * row_floats, sizeof(float) * std::size_t(row_floats * (rows_ - shift)));
             first_new = rows_ - shift;
+            if (start_ + shift + rows_ <= capacity_rows_) {
+                start_ += shift;
+            } else {
+                std::memmove(data_, data_ + (start_ + shift) * row_floats, sizeof(float) * std::size_t(row_floats * first_new));
+                start_ = 0;
+            }
+        } else {
+            start_ = 0;
         }
-        for (index_t r = first_new; r < rows_; ++r) copy_row(top + r, data_ + r * row_floats);
+        for (index_t r = first_new; r < rows_; ++r) copy_row(top + r, window() + r * row_floats);
         top_ = top;
     }
 
@@ -52,11 +60,13 @@ public:
     // (so that the caller's image index can be used as it is).
     // Column x of the view is input column first_col + x.
     TensorView<const float, 4> view() const {
-        return {data_, {n_ + 1, channels_, rows_, width_}, {0, 1, width_ * channels_, channels_}};
+        return {window(), {n_ + 1, channels_, rows_, width_}, {0, 1, width_ * channels_, channels_}};
     }
 
 private:
     static constexpr index_t kNone = std::numeric_limits<index_t>::min();
+
+    float* window() const { return data_ + start_ * width_ * channels_; }
 
     void copy_row(index_t ih, float* row) const {
         const index_t W = in_.w();
@@ -87,6 +97,8 @@ private:
     float* data_;
     const TensorView<const float, 4>& in_;
     index_t n_, c0_, rows_, channels_, first_col_, width_;
+    index_t capacity_rows_;  // rows that fit the buffer
+    index_t start_ = 0;      // the buffer row that holds the window's first row
     index_t top_ = kNone;
 };
 

@@ -259,7 +259,7 @@ void depthwise_conv(const depthwise_plan& P, const TensorView<const float, 4>& i
         const index_t c0 = b * block, cb = std::min(block, P.channels - c0);
         alignas(64) float band_storage[band_capacity_floats];
         alignas(64) float stage_storage[band_capacity_floats];
-        nhwc_band<Arch> band(band_storage, in, n, c0, rows, cb, 0, in.w());
+        nhwc_band<Arch> band(band_storage, band_capacity_floats, in, n, c0, rows, cb, 0, in.w());
         // A channel-strided output (NCHW) is staged as an NHWC row of all channels, then transposed.
         const staged_output_row<Arch> stage(stage_storage, out);
         depthwise_plan Q = P;

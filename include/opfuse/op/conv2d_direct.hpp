@@ -421,7 +421,7 @@ void direct_conv(const direct_plan& P, const TensorView<const float, 4>& in, con
             const index_t y0 = (t / segments % chunks) * band_chunk_rows, g = (t / segments / chunks) % P.groups;
             const index_t n = t / segments / chunks / P.groups;
             alignas(64) float storage[band_capacity_floats];
-            nhwc_band<Arch> band(storage, in, n, g * P.cin_g, band_rows, P.cin_g, x0 * P.sw - P.pl,
+            nhwc_band<Arch> band(storage, band_capacity_floats, in, n, g * P.cin_g, band_rows, P.cin_g, x0 * P.sw - P.pl,
                                  columns_of(x1 - x0));
             direct_plan Q = P;
             Q.pt = 0, Q.sh = 0, Q.pl = 0;  // output row y reads band rows 0, dh, 2 dh, ... from column 0

@@ -78,7 +78,7 @@ void image_band_conv(const direct_plan& P, const TensorView<const float, 4>& in,
         for (index_t s = 0; s < slices; ++s) {
             // Slices dealt evenly: [c0, c1) of the group's input channels.
             const index_t c0 = P.cin_g * s / slices, c1 = P.cin_g * (s + 1) / slices, len = c1 - c0;
-            nhwc_band<Arch> band(storage, in, n, g * P.cin_g + c0, cut.rows, len, -P.pl, cut.cols);
+            nhwc_band<Arch> band(storage, band_capacity_floats, in, n, g * P.cin_g + c0, cut.rows, len, -P.pl, cut.cols);
             band.slide_to(-P.pt);
             const float* image = storage;
             const index_t row_floats = cut.cols * len;
