@@ -359,6 +359,18 @@ TEST_CASE("conv2d: band rows dealt over graded tile heights", "[conv2d][band][gr
     check_case(make(3, 70, {3, 3}, 2, 1, 1, 1, 2, {11, 9}), seed++, i++);
 }
 
+TEST_CASE("conv2d: a band window that slides forward through its buffer, then moves back", "[conv2d][band]") {
+    // The band's 16384 floats hold 5 rows of 102 columns x 32 channels (3x3 pad 1; channel-strided inputs
+    // take the band path: at stride 1 the gapped NCHWPitch ones on AVX-512, all of them on AVX2/SSE): the
+    // 3-row window moves forward twice, then moves its two kept rows to the buffer's start, within each
+    // task's 8 output rows (12 rows: a chunk of 8 and one of 4). Stride 2 (101 columns): slides of 2 rows,
+    // one forward, then the kept row moves back.
+    std::uint32_t seed = 1550;
+    std::size_t i = 0;
+    check_case(make(32, 16, {3, 3}, 1, 1, 1, 1, 1, {12, 100}), seed++, i++);
+    check_case(make(32, 16, {3, 3}, 2, 1, 1, 1, 1, {23, 100}), seed++, i++);
+}
+
 TEST_CASE("conv2d: band rows too wide for the stack run in column segments", "[conv2d][band][segments]") {
     // A band holds 16384 floats: rows of (kernel rows) x (input columns) x (input channels) beyond that are
     // cut into segments of output columns, each task transposing only its segment's input columns (zeros
